@@ -1,0 +1,67 @@
+//===- ConvertRaggedToLinalg.cpp - the convert-ragged-to-linalg pass ------===//
+//
+// A thin driver: the type conversion and the patterns live in
+// populate...Patterns functions so other pipelines can reuse them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/RaggedDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+
+namespace mlir::ragged {
+#define GEN_PASS_DEF_CONVERTRAGGEDTOLINALGPASS
+#include "passes/Passes.h.inc"
+} // namespace mlir::ragged
+
+using namespace mlir;
+using namespace mlir::ragged;
+
+void mlir::ragged::populateRaggedTypeConversion(TypeConverter &converter) {
+  converter.addConversion([](Type type) { return type; });
+  converter.addConversion(
+      [](RaggedTensorType type, SmallVectorImpl<Type> &results) {
+        results.push_back(type.getValuesType());
+        for (StringAttr symbol : type.getDistinctSymbols())
+          results.push_back(type.getPartitionType(symbol));
+        return success();
+      });
+}
+
+namespace {
+struct ConvertRaggedToLinalgPass
+    : ragged::impl::ConvertRaggedToLinalgPassBase<ConvertRaggedToLinalgPass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    TypeConverter converter;
+    populateRaggedTypeConversion(converter);
+
+    ConversionTarget target(*ctx);
+    target.addIllegalDialect<RaggedDialect>();
+    target.addLegalOp<ModuleOp>();
+    target.addLegalDialect<arith::ArithDialect, cf::ControlFlowDialect,
+                           linalg::LinalgDialect, math::MathDialect,
+                           scf::SCFDialect, tensor::TensorDialect>();
+    target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {
+      return converter.isSignatureLegal(op.getFunctionType()) &&
+             converter.isLegal(&op.getBody());
+    });
+    target.addDynamicallyLegalOp<func::ReturnOp, func::CallOp>(
+        [&](Operation *op) { return converter.isLegal(op); });
+
+    RewritePatternSet patterns(ctx);
+    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
+                                                                   converter);
+    populateReturnOpTypeConversionPattern(patterns, converter);
+    populateCallOpTypeConversionPattern(patterns, converter);
+    populateRaggedStructureToLinalgPatterns(converter, patterns);
+    populateRaggedComputeToLinalgPatterns(converter, patterns);
+
+    if (failed(applyFullConversion(getOperation(), target,
+                                   std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,276 @@
+//===- LoweringUtils.cpp - helpers shared by the ragged lowerings ---------===//
+
+#include "passes/LoweringUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::ragged;
+using namespace mlir::ragged::lowering;
+
+Value Packed::offsets(StringAttr symbol) const {
+  for (auto [s, p] : llvm::zip_equal(type.getDistinctSymbols(), partitions))
+    if (s == symbol)
+      return p;
+  llvm_unreachable("symbol verified to belong to the type");
+}
+
+SmallVector<Value> Packed::flatten() const {
+  SmallVector<Value> all{values};
+  llvm::append_range(all, partitions);
+  return all;
+}
+
+Packed lowering::unpack(Value original, ValueRange converted) {
+  auto type = cast<RaggedTensorType>(original.getType());
+  return Packed{type, converted.front(),
+                llvm::to_vector(converted.drop_front())};
+}
+
+Value lowering::constIndex(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+Value lowering::dimOf(OpBuilder &b, Location loc, Value tensor, int64_t d) {
+  return tensor::DimOp::create(b, loc, tensor, d);
+}
+
+Value lowering::loadIndex(OpBuilder &b, Location loc, Value tensor,
+                        ValueRange i) {
+  Value v = tensor::ExtractOp::create(b, loc, tensor, i);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}
+
+Value lowering::numSegments(OpBuilder &b, Location loc, Value offsets) {
+  return arith::SubIOp::create(b, loc, dimOf(b, loc, offsets, 0),
+                               constIndex(b, loc, 1));
+}
+
+Value lowering::emptyTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                          Type elementType, ValueRange dynSizes) {
+  return tensor::EmptyOp::create(b, loc, shape, elementType, dynSizes);
+}
+
+Value lowering::parallelGeneric(
+    OpBuilder &b, Location loc, Value init, ValueRange inputs,
+    ArrayRef<AffineMap> inputMaps,
+    function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  auto initType = cast<RankedTensorType>(init.getType());
+  unsigned rank = initType.getRank();
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.push_back(b.getMultiDimIdentityMap(rank));
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, initType, inputs, ValueRange{init}, maps, iters,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
+      });
+  return generic.getResult(0);
+}
+
+std::pair<Value, Value> lowering::segmentBounds(OpBuilder &b, Location loc,
+                                              Value offsets) {
+  Value n = numSegments(b, loc, offsets);
+  auto slice = [&](int64_t start) -> Value {
+    SmallVector<OpFoldResult> offs{b.getIndexAttr(start)}, sizes{n},
+        strides{b.getIndexAttr(1)};
+    return tensor::ExtractSliceOp::create(b, loc, offsets, offs, sizes,
+                                          strides);
+  };
+  return {slice(0), slice(1)};
+}
+
+Value lowering::maxSegmentLength(OpBuilder &b, Location loc, Value offsets) {
+  Type i64 = b.getI64Type();
+  Value zero = arith::ConstantIntOp::create(b, loc, i64, 0);
+  Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, i64);
+  init = linalg::FillOp::create(b, loc, zero, init).getResult(0);
+  auto [lo, hi] = segmentBounds(b, loc, offsets);
+  MLIRContext *ctx = b.getContext();
+  AffineMap in = AffineMap::getMultiDimIdentityMap(1, ctx);
+  AffineMap out = AffineMap::get(1, 0, {}, ctx);
+  auto generic = linalg::GenericOp::create(
+      b, loc, init.getType(), ValueRange{lo, hi}, ValueRange{init},
+      {in, in, out}, {utils::IteratorType::reduction},
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value len = arith::SubIOp::create(nb, nloc, args[1], args[0]);
+        linalg::YieldOp::create(
+            nb, nloc, ValueRange{arith::MaxSIOp::create(nb, nloc, len, args[2])});
+      });
+  Value result = tensor::ExtractOp::create(b, loc, generic.getResult(0),
+                                           ValueRange{});
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), result);
+}
+
+Value lowering::findSegment(OpBuilder &b, Location loc, Value offsets,
+                          Value row) {
+  // lo = 0, hi = n; invariant offsets[lo] <= row; loop until lo == hi.
+  Value zero = constIndex(b, loc, 0);
+  Value one = constIndex(b, loc, 1);
+  Value n = numSegments(b, loc, offsets);
+  Type idx = b.getIndexType();
+  auto loop = scf::WhileOp::create(
+      b, loc, TypeRange{idx, idx}, ValueRange{zero, n},
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value more = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ult,
+                                           args[0], args[1]);
+        scf::ConditionOp::create(nb, nloc, more, args);
+      },
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value sum = arith::AddIOp::create(nb, nloc, args[0], args[1]);
+        sum = arith::AddIOp::create(nb, nloc, sum, one);
+        Value mid = arith::DivUIOp::create(nb, nloc, sum, constIndex(nb, nloc, 2));
+        Value start = loadIndex(nb, nloc, offsets, mid);
+        Value le = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sle,
+                                         start, row);
+        Value midMinus = arith::SubIOp::create(nb, nloc, mid, one);
+        Value lo = arith::SelectOp::create(nb, nloc, le, mid, args[0]);
+        Value hi = arith::SelectOp::create(nb, nloc, le, args[1], midMinus);
+        scf::YieldOp::create(nb, nloc, ValueRange{lo, hi});
+      });
+  return loop.getResult(0);
+}
+
+Value lowering::exclusivePrefixSum(OpBuilder &b, Location loc, Value sizes) {
+  // out[i] = sum(sizes[0:i]). Each output element runs its own loop, so the
+  // whole scan is one parallel dispatch (O(n^2) adds, n = number of items).
+  Type i64 = b.getI64Type();
+  Value n = dimOf(b, loc, sizes, 0);
+  Value n1 = arith::AddIOp::create(b, loc, n, constIndex(b, loc, 1));
+  Value init = emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {n1});
+  return parallelGeneric(
+      b, loc, init, {}, {}, [&](OpBuilder &nb, Location nloc, ValueRange) {
+        Value i = linalg::IndexOp::create(nb, nloc, 0);
+        Value zero = arith::ConstantIntOp::create(nb, nloc, i64, 0);
+        auto loop = scf::ForOp::create(
+            nb, nloc, constIndex(nb, nloc, 0), i, constIndex(nb, nloc, 1),
+            ValueRange{zero},
+            [&](OpBuilder &lb, Location lloc, Value j, ValueRange acc) {
+              Value s = tensor::ExtractOp::create(lb, lloc, sizes, j);
+              scf::YieldOp::create(
+                  lb, lloc, ValueRange{arith::AddIOp::create(lb, lloc, acc[0], s)});
+            });
+        return loop.getResult(0);
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// Addressing
+//===----------------------------------------------------------------------===//
+
+LogicalResult lowering::checkAddressable(RaggedTensorType type,
+                                       std::string &why) {
+  ArrayRef<int64_t> shape = type.getShape();
+  unsigned last = type.getLastRaggedDim();
+  if (type.getEncoding() != Encoding::offsets) {
+    why = "only the 'offsets' encoding is lowered";
+    return failure();
+  }
+  if (type.isSingleLevel()) {
+    for (unsigned i = 0; i < last; ++i)
+      if (ShapedType::isDynamic(shape[i])) {
+        why = "dynamic dense dims before the last ragged dim cannot be "
+              "recovered from the packed values";
+        return failure();
+      }
+    return success();
+  }
+  // A chain S, T(S), U(T)...: one ragged dim per level, nothing between.
+  ArrayRef<StringAttr> symbols = type.getSymbols();
+  ArrayRef<StringAttr> parents = type.getParents();
+  if (last + 1 != symbols.size()) {
+    why = "nested ragged tensors are lowered when their ragged dims come "
+          "first, one per level";
+    return failure();
+  }
+  for (unsigned i = 0; i < symbols.size(); ++i) {
+    StringRef expected = i == 0 ? "" : symbols[i - 1].getValue();
+    if (parents[i].getValue() != expected) {
+      why = "nested ragged tensors are lowered when each ragged dim is "
+            "nested in the one before it";
+      return failure();
+    }
+  }
+  return success();
+}
+
+Addressing::Addressing(OpBuilder &b, Location loc, const Packed &packed)
+    : packed(packed) {
+  RaggedTensorType type = packed.type;
+  if (!type.isSingleLevel())
+    return;
+  if (type.getLastRaggedDim() == 0) {
+    rowOffsetsTensor = packed.partitions.front();
+    return;
+  }
+  // Rows per item = product of the item dims up to the last ragged one.
+  Value n = numSegments(b, loc, packed.partitions.front());
+  Value init = emptyTensor(b, loc, {ShapedType::kDynamic}, b.getI64Type(), {n});
+  Value sizes = parallelGeneric(
+      b, loc, init, {}, {}, [&](OpBuilder &nb, Location nloc, ValueRange) {
+        Value item = linalg::IndexOp::create(nb, nloc, 0);
+        Value prod = constIndex(nb, nloc, 1);
+        for (unsigned d = 0; d <= type.getLastRaggedDim(); ++d)
+          prod = arith::MulIOp::create(nb, nloc, prod,
+                                       extent(nb, nloc, d, item));
+        return arith::IndexCastOp::create(nb, nloc, nb.getI64Type(), prod);
+      });
+  rowOffsetsTensor = exclusivePrefixSum(b, loc, sizes);
+}
+
+Value Addressing::extent(OpBuilder &b, Location loc, unsigned dim,
+                         Value batch) const {
+  RaggedTensorType type = packed.type;
+  if (!type.isRaggedDim(dim))
+    return constIndex(b, loc, type.getShape()[dim]);
+  unsigned r = llvm::count(type.getShape().take_front(dim),
+                           RaggedTensorType::kRagged);
+  Value offsets = packed.offsets(type.getSymbols()[r]);
+  Value next = arith::AddIOp::create(b, loc, batch, constIndex(b, loc, 1));
+  return arith::SubIOp::create(b, loc, loadIndex(b, loc, offsets, next),
+                               loadIndex(b, loc, offsets, batch));
+}
+
+std::pair<Value, Value> Addressing::address(OpBuilder &b, Location loc,
+                                            Value batch,
+                                            ValueRange itemIndices) const {
+  RaggedTensorType type = packed.type;
+  Value valid = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
+  auto within = [&](Value i, Value extent) {
+    Value lt = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, i,
+                                     extent);
+    valid = arith::AndIOp::create(b, loc, valid, lt);
+  };
+  if (type.isSingleLevel()) {
+    Value linear = constIndex(b, loc, 0);
+    for (unsigned d = 0; d <= type.getLastRaggedDim(); ++d) {
+      Value extent = this->extent(b, loc, d, batch);
+      if (type.isRaggedDim(d))
+        within(itemIndices[d], extent);
+      linear = arith::MulIOp::create(b, loc, linear, extent);
+      linear = arith::AddIOp::create(b, loc, linear, itemIndices[d]);
+    }
+    Value start = loadIndex(b, loc, rowOffsetsTensor, batch);
+    return {valid, arith::AddIOp::create(b, loc, start, linear)};
+  }
+  // Nested chain: walk down the levels, clamping reads once out of range.
+  Value global = batch;
+  Value zero = constIndex(b, loc, 0);
+  for (auto [level, symbol] : llvm::enumerate(type.getSymbols())) {
+    Value offsets = packed.offsets(symbol);
+    Value lastIdx = numSegments(b, loc, offsets);
+    Value lo = arith::MinUIOp::create(b, loc, global, lastIdx);
+    Value hi = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, global, constIndex(b, loc, 1)),
+        lastIdx);
+    Value start = loadIndex(b, loc, offsets, lo);
+    Value end = loadIndex(b, loc, offsets, hi);
+    within(itemIndices[level], arith::SubIOp::create(b, loc, end, start));
+    Value next = arith::AddIOp::create(b, loc, start, itemIndices[level]);
+    global = arith::SelectOp::create(b, loc, valid, next, zero);
+  }
+  return {valid, global};
+}

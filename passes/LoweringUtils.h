@@ -1,0 +1,82 @@
+//===- LoweringUtils.h - helpers shared by the ragged lowerings -*- C++ -*-===//
+
+#ifndef RAGGED_PASSES_LOWERINGUTILS_H
+#define RAGGED_PASSES_LOWERINGUTILS_H
+
+#include "dialect/RaggedDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Utils/StructuredOpsUtils.h"
+
+namespace mlir::ragged::lowering {
+
+/// The physical form of a ragged value after type conversion.
+struct Packed {
+  RaggedTensorType type;
+  Value values;
+  /// One offsets tensor per distinct symbol, in order of first appearance.
+  SmallVector<Value> partitions;
+
+  Value offsets(StringAttr symbol) const;
+  /// Values followed by partitions: what replaces the ragged value.
+  SmallVector<Value> flatten() const;
+};
+
+/// Reassembles the converted operand range of a ragged value.
+Packed unpack(Value original, ValueRange converted);
+
+Value constIndex(OpBuilder &b, Location loc, int64_t v);
+Value dimOf(OpBuilder &b, Location loc, Value tensor, int64_t d);
+/// `tensor[i]` of an i64 tensor, as an index.
+Value loadIndex(OpBuilder &b, Location loc, Value tensor, ValueRange i);
+/// Number of segments of an offsets tensor: its size minus one.
+Value numSegments(OpBuilder &b, Location loc, Value offsets);
+/// Offsets without their last and without their first entry: the [n] starts
+/// and ends of the segments.
+std::pair<Value, Value> segmentBounds(OpBuilder &b, Location loc,
+                                      Value offsets);
+/// Largest segment length of an offsets tensor (0 when there is none).
+Value maxSegmentLength(OpBuilder &b, Location loc, Value offsets);
+/// The segment holding `row`: the largest s with offsets[s] <= row (binary
+/// search; skips empty segments). Valid for 0 <= row < offsets[last].
+Value findSegment(OpBuilder &b, Location loc, Value offsets, Value row);
+/// Exclusive prefix sum of an i64 `[n]` tensor, as an `[n + 1]` tensor.
+Value exclusivePrefixSum(OpBuilder &b, Location loc, Value sizes);
+
+/// An empty tensor of `shape` (dynamic extents taken from `dynSizes`).
+Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                  Type elementType, ValueRange dynSizes);
+/// An identity-mapped, all-parallel linalg.generic producing one tensor.
+Value parallelGeneric(
+    OpBuilder &b, Location loc, Value init, ValueRange inputs,
+    ArrayRef<AffineMap> inputMaps,
+    function_ref<Value(OpBuilder &, Location, ValueRange)> body);
+
+/// Whether `type` is a layout the addressing helper understands: a single
+/// level (all ragged dims depend on the batch only, dense dims before the
+/// last ragged dim static) or a chain of nested levels with one ragged dim
+/// each and no dense dims between them.
+LogicalResult checkAddressable(RaggedTensorType type, std::string &why);
+
+/// Maps a padded position (b, item indices up to the last ragged dim) to
+/// "is it a real element" and "which row of the packed values holds it".
+class Addressing {
+public:
+  /// Emits the loop-invariant precomputation (row offsets) at `b`.
+  Addressing(OpBuilder &b, Location loc, const Packed &packed);
+
+  /// Extent of item dim `dim` for item `batch` (ragged dims read partitions).
+  Value extent(OpBuilder &b, Location loc, unsigned dim, Value batch) const;
+  /// Row offsets of the items of a single-level type ([batch + 1]).
+  Value rowOffsets() const { return rowOffsetsTensor; }
+  std::pair<Value, Value> address(OpBuilder &b, Location loc, Value batch,
+                                  ValueRange itemIndices) const;
+
+private:
+  const Packed &packed;
+  Value rowOffsetsTensor;
+};
+
+} // namespace mlir::ragged::lowering
+
+#endif // RAGGED_PASSES_LOWERINGUTILS_H

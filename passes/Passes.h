@@ -1,0 +1,42 @@
+//===- Passes.h - ragged passes and pipelines -------------------*- C++ -*-===//
+
+#ifndef RAGGED_PASSES_PASSES_H
+#define RAGGED_PASSES_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace mlir::ragged {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+/// Converts `!ragged.tensor` to its physical form: the packed values tensor
+/// followed by one int64 offsets tensor per distinct symbol.
+void populateRaggedTypeConversion(TypeConverter &converter);
+
+/// Patterns lowering pack, values, offsets, to_padded, from_padded, mask and
+/// match.
+void populateRaggedStructureToLinalgPatterns(const TypeConverter &converter,
+                                             RewritePatternSet &patterns);
+
+/// Patterns lowering the compute ops (elementwise, matmul, reductions,
+/// softmax, layer norm, attention, gather, concat and split).
+void populateRaggedComputeToLinalgPatterns(const TypeConverter &converter,
+                                           RewritePatternSet &patterns);
+
+/// Registers the named pipelines (`ragged-to-iree-input`).
+void registerRaggedPipelines();
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+} // namespace mlir::ragged
+
+#endif // RAGGED_PASSES_PASSES_H

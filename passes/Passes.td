@@ -1,0 +1,48 @@
+//===- Passes.td - ragged passes ---------------------------*- tablegen -*-===//
+
+#ifndef RAGGED_PASSES_TD
+#define RAGGED_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
+  let summary = "Lowers ragged ops to linalg/tensor/scf on packed values";
+  let description = [{
+    Replaces every `!ragged.tensor` by its physical form, a packed values
+    tensor followed by one `tensor<?xi64>` offsets partition per distinct
+    symbol, in function signatures, calls and returns too, and lowers each
+    ragged op to upstream `linalg`, `tensor`, `arith`, `math` and `scf`.
+
+    Why this shape: per-token ops become dense ops on the packed values, and
+    per-item ops become a fixed number of `linalg.generic`s whose iteration
+    space is the real elements (segment bounds are read from the offsets
+    inside the body), so IREE forms a fixed number of dispatches whatever the
+    batch size and does no work on padding.
+
+    Before:
+    ```mlir
+    func.func @f(%x: !ragged.tensor<?, [L], 4, f32>) -> tensor<?x?x4xf32> {
+      %p = ragged.to_padded %x padding(0.0 : f32)
+          : !ragged.tensor<?, [L], 4, f32> -> tensor<?x?x4xf32>
+      return %p : tensor<?x?x4xf32>
+    }
+    ```
+    After:
+    ```mlir
+    func.func @f(%values: tensor<?x4xf32>, %offsets: tensor<?xi64>) -> tensor<?x?x4xf32> {
+      // max length: a linalg.generic reduction over offsets[1:] - offsets[:-1]
+      // padded: a linalg.generic over [B, max, 4] reading values[offsets[b] + l]
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::cf::ControlFlowDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
+#endif // RAGGED_PASSES_TD
