@@ -1,0 +1,471 @@
+"""``compile()``: ragged MLIR -> IREE artifact -> a Python callable.
+
+The pipeline is the named C++ pipeline ``ragged-to-iree-input``; Python only
+calls it by name, so ``ragged-opt --pass-pipeline=...`` replays any compile.
+On failure a reproducer directory holds the input IR, the pipeline string and
+the IREE flags, and the error names it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import shlex
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from .array import RaggedArray, check_offsets
+
+__all__ = [
+    "CompileError",
+    "CompileOptions",
+    "CompiledFunction",
+    "CompiledModule",
+    "PIPELINE",
+    "Target",
+    "compile",
+    "load",
+    "lower",
+]
+
+#: The textual pass pipeline every compile runs (replayable with ragged-opt).
+PIPELINE = "builtin.module(ragged-to-iree-input)"
+
+
+class Target(str, enum.Enum):
+    """IREE target backends; the strings are accepted too."""
+
+    LLVM_CPU = "llvm-cpu"
+    CUDA = "cuda"
+    VULKAN_SPIRV = "vulkan-spirv"
+    METAL_SPIRV = "metal-spirv"
+    ROCM = "rocm"
+
+
+_DEFAULT_DEVICE = {
+    Target.LLVM_CPU: "local-task",
+    Target.CUDA: "cuda",
+    Target.VULKAN_SPIRV: "vulkan",
+    Target.METAL_SPIRV: "metal",
+    Target.ROCM: "hip",
+}
+
+_DEFAULT_FLAGS = {
+    Target.LLVM_CPU: ["--iree-llvmcpu-target-cpu=host"],
+    Target.CUDA: ["--iree-cuda-target=sm_80"],
+    Target.VULKAN_SPIRV: [],
+    Target.METAL_SPIRV: [],
+    Target.ROCM: ["--iree-rocm-target=gfx942"],
+}
+
+
+@dataclass
+class CompileOptions:
+    """Options of :func:`compile`.
+
+    target: IREE backend (a :class:`Target` or its string).
+    device: IREE runtime driver; None picks the target's default
+        (``local-task`` for CPU).
+    iree_flags: extra ``iree-compile`` flags, appended after the defaults; a
+        flag whose name is already among the defaults overrides it.
+    keep_intermediates: keep the input, lowered IR and flags in ``work_dir``.
+    work_dir: where intermediates and reproducers go (default: a fresh
+        temporary directory per compile).
+    """
+
+    target: Union[Target, str] = Target.LLVM_CPU
+    device: Optional[str] = None
+    iree_flags: Sequence[str] = field(default_factory=list)
+    keep_intermediates: bool = False
+    work_dir: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        try:
+            self.target = Target(self.target)
+        except ValueError:
+            raise ValueError(
+                f"target: expected one of {[t.value for t in Target]}, got {self.target!r}"
+            ) from None
+        if isinstance(self.iree_flags, str):
+            raise TypeError("iree_flags: expected a list of flags, got a string")
+        self.iree_flags = list(self.iree_flags)
+
+    def flags(self) -> list[str]:
+        user = {f.split("=", 1)[0] for f in self.iree_flags}
+        defaults = [f for f in _DEFAULT_FLAGS[self.target] if f.split("=", 1)[0] not in user]
+        return defaults + list(self.iree_flags)
+
+    @property
+    def driver(self) -> str:
+        return self.device or _DEFAULT_DEVICE[self.target]
+
+
+class CompileError(RuntimeError):
+    """A compile failed; ``reproducer`` is the directory replaying it."""
+
+    def __init__(self, message: str, reproducer: Optional[Path] = None):
+        super().__init__(message)
+        self.reproducer = reproducer
+
+
+# --------------------------------------------------------------------------
+# Signatures: what a compiled function takes and returns, in plain Python.
+# --------------------------------------------------------------------------
+
+_NP_DTYPES = {
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+}
+
+
+def _describe(ty) -> dict:
+    from .dialects import ragged
+    from .ir import RankedTensorType
+
+    if ragged.RaggedTensorType.isinstance(ty):
+        rt = ragged.RaggedTensorType(ty)
+        dims = []
+        for d in rt.dims:
+            dims.append({"symbol": d.symbol, "parent": d.parent} if isinstance(d, ragged.Ragged) else d)
+        return {
+            "kind": "ragged",
+            "type": str(ty),
+            "batch": rt.batch_size,
+            "dims": dims,
+            "element": str(rt.element_type),
+            "symbols": rt.distinct_symbols,
+        }
+    if isinstance(ty, RankedTensorType):
+        t = ty
+        shape = [None if t.is_dynamic_dim(i) else t.shape[i] for i in range(t.rank)]
+        return {"kind": "tensor", "type": str(ty), "shape": shape, "element": str(t.element_type)}
+    raise CompileError(f"unsupported function boundary type {ty}: use tensors or ragged tensors")
+
+
+def _np_dtype(element: str):
+    if element not in _NP_DTYPES:
+        raise CompileError(f"element type {element} has no numpy counterpart at the function boundary")
+    return _NP_DTYPES[element]
+
+
+# --------------------------------------------------------------------------
+# Lowering and IREE compilation
+# --------------------------------------------------------------------------
+
+
+def _parse(program, ctx):
+    from . import ir
+
+    if isinstance(program, ir.Module):
+        return ir.Module.parse(str(program), ctx)
+    text = program.module_text() if hasattr(program, "module_text") else program
+    if not isinstance(text, str):
+        raise TypeError(
+            f"program: expected MLIR text, a ragged_mlir.ir.Module or a builders.Program, got {type(program).__name__}"
+        )
+    return ir.Module.parse(text, ctx)
+
+
+def _signatures(module) -> dict:
+    from .dialects import func
+
+    sigs = {}
+    for op in module.body.operations:
+        if op.operation.name != "func.func":
+            continue
+        fn = func.FuncOp(op.operation) if not isinstance(op, func.FuncOp) else op
+        if fn.is_external or (
+            "sym_visibility" in fn.attributes and str(fn.attributes["sym_visibility"]) == '"private"'
+        ):
+            continue
+        ftype = fn.type
+        sigs[fn.name.value] = {
+            "inputs": [_describe(t) for t in ftype.inputs],
+            "results": [_describe(t) for t in ftype.results],
+        }
+    return sigs
+
+
+def _reproducer(work: Path, stage: str, ir_text: str, flags: list[str], message: str) -> Path:
+    repro = work / "reproducer"
+    repro.mkdir(parents=True, exist_ok=True)
+    (repro / "input.mlir").write_text(ir_text)
+    (repro / "pipeline.txt").write_text(PIPELINE + "\n")
+    (repro / "iree_flags.txt").write_text("\n".join(flags) + "\n")
+    if stage == "lower":
+        replay = f"ragged-opt input.mlir --pass-pipeline='{PIPELINE}'"
+    else:
+        replay = "iree-compile input.mlir " + " ".join(shlex.quote(f) for f in flags)
+    (repro / "README.txt").write_text(f"stage: {stage}\nerror:\n{message}\n\nreplay:\n  {replay}\n")
+    return repro
+
+
+def lower(program, *, work_dir: Optional[str] = None) -> str:
+    """Runs ``ragged-to-iree-input`` and returns the lowered MLIR text."""
+    text, _ = _lower(program, Path(work_dir or tempfile.mkdtemp(prefix="ragged-")), [])
+    return text
+
+
+def _lower(program, work: Path, flags: list[str]):
+    from . import ir, passmanager
+
+    with ir.Context() as ctx, ir.Location.unknown():
+        try:
+            module = _parse(program, ctx)
+        except ir.MLIRError as e:
+            raise CompileError(f"invalid input IR:\n{e}") from None
+        try:
+            module.operation.verify()
+        except ir.MLIRError as e:
+            raise CompileError(f"invalid input IR:\n{e}") from None
+        input_text = str(module)
+        sigs = _signatures(module)
+        pm = passmanager.PassManager.parse(PIPELINE)
+        try:
+            pm.run(module.operation)
+        except ir.MLIRError as e:
+            repro = _reproducer(work, "lower", input_text, flags, str(e))
+            raise CompileError(f"lowering failed (reproducer: {repro}):\n{e}", repro) from None
+        return str(module), (input_text, sigs)
+
+
+def compile(program, target: Union[Target, str, None] = None, options: Optional[CompileOptions] = None):
+    """Compiles a ragged program for an IREE target and loads it.
+
+    ``program`` is MLIR text, a ``ragged_mlir.ir.Module`` or a
+    :class:`ragged_mlir.builders.Program`. Returns a :class:`CompiledModule`
+    whose functions take :class:`RaggedArray` / numpy arguments.
+    """
+    options = options or CompileOptions()
+    if target is not None:
+        options = CompileOptions(
+            target=target,
+            device=options.device,
+            iree_flags=options.iree_flags,
+            keep_intermediates=options.keep_intermediates,
+            work_dir=options.work_dir,
+        )
+    work = Path(options.work_dir or tempfile.mkdtemp(prefix="ragged-"))
+    work.mkdir(parents=True, exist_ok=True)
+    flags = options.flags()
+    t0 = time.perf_counter()
+    lowered, (input_text, sigs) = _lower(program, work, flags)
+    try:
+        import iree.compiler as ireec
+    except ImportError as e:  # pragma: no cover - declared dependency
+        raise CompileError("iree-base-compiler is not installed: pip install iree-base-compiler==3.13.0") from e
+    try:
+        vmfb = ireec.compile_str(lowered, target_backends=[options.target.value], extra_args=flags)
+    except ireec.CompilerToolError as e:
+        repro = _reproducer(work, "iree-compile", lowered, flags, str(e))
+        raise CompileError(f"iree-compile failed (reproducer: {repro}):\n{e}", repro) from None
+    if options.keep_intermediates:
+        (work / "input.mlir").write_text(input_text)
+        (work / "lowered.mlir").write_text(lowered)
+        (work / "iree_flags.txt").write_text("\n".join(flags) + "\n")
+        (work / "module.vmfb").write_bytes(vmfb)
+    module = CompiledModule(vmfb, sigs, options.driver, options.target.value)
+    module.compile_seconds = time.perf_counter() - t0
+    module.work_dir = work
+    return module
+
+
+def load(path: Union[str, os.PathLike], device: Optional[str] = None) -> "CompiledModule":
+    """Loads a module saved by :meth:`CompiledModule.save` without recompiling."""
+    path = Path(path)
+    meta_path = path.with_suffix(".json")
+    if not path.exists() or not meta_path.exists():
+        raise FileNotFoundError(f"path: expected {path} and {meta_path} written by CompiledModule.save")
+    meta = json.loads(meta_path.read_text())
+    return CompiledModule(path.read_bytes(), meta["functions"], device or meta["device"], meta["target"])
+
+
+# --------------------------------------------------------------------------
+# Runtime
+# --------------------------------------------------------------------------
+
+
+class CompiledModule:
+    """A loaded IREE module; each public function is an attribute."""
+
+    def __init__(self, vmfb: bytes, signatures: dict, driver: str, target: str):
+        import iree.runtime as rt
+
+        self.vmfb = vmfb
+        self.signatures = signatures
+        self.target = target
+        self.driver = driver
+        try:
+            config = rt.Config(driver)
+        except Exception as e:
+            available = ", ".join(rt.query_available_drivers())
+            raise RuntimeError(
+                f"device: IREE driver {driver!r} is not available on this machine "
+                f"(available: {available}): {e}"
+            ) from None
+        self._ctx = rt.SystemContext(config=config)
+        self._ctx.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, vmfb))
+        self._functions = {
+            name: CompiledFunction(name, sig, getattr(self._ctx.modules.module, name))
+            for name, sig in signatures.items()
+        }
+
+    def __getattr__(self, name: str) -> "CompiledFunction":
+        functions = self.__dict__.get("_functions", {})
+        if name in functions:
+            return functions[name]
+        raise AttributeError(f"no function {name!r}; this module has {sorted(functions)}")
+
+    def __getitem__(self, name: str) -> "CompiledFunction":
+        return self.__getattr__(name)
+
+    @property
+    def functions(self) -> list[str]:
+        return sorted(self._functions)
+
+    def save(self, path: Union[str, os.PathLike]) -> Path:
+        """Writes ``path`` (.vmfb) and its signature file (``.json``)."""
+        path = Path(path)
+        path.write_bytes(self.vmfb)
+        meta = {"functions": self.signatures, "device": self.driver, "target": self.target}
+        path.with_suffix(".json").write_text(json.dumps(meta, indent=1))
+        return path
+
+
+class CompiledFunction:
+    """Calls one compiled function: checks and flattens ragged arguments,
+    rebuilds ragged results."""
+
+    def __init__(self, name: str, signature: dict, fn):
+        self.name = name
+        self.signature = signature
+        self._fn = fn
+
+    def __call__(self, *args):
+        inputs = self.signature["inputs"]
+        if len(args) != len(inputs):
+            raise TypeError(f"{self.name}() takes {len(inputs)} arguments ({len(args)} given)")
+        flat: list[np.ndarray] = []
+        bound: dict[str, tuple[str, np.ndarray]] = {}
+        for i, (arg, desc) in enumerate(zip(args, inputs)):
+            name = f"argument {i}"
+            if desc["kind"] == "ragged":
+                flat.extend(_flatten_ragged(name, arg, desc, bound))
+            else:
+                flat.append(_check_dense(name, arg, desc))
+        out = self._fn(*flat)
+        if not isinstance(out, (list, tuple)):
+            out = [out]
+        host = [np.asarray(o.to_host()) for o in out]
+        results, k = [], 0
+        for desc in self.signature["results"]:
+            if desc["kind"] == "ragged":
+                n = len(desc["symbols"])
+                values, parts = host[k], host[k + 1 : k + 1 + n]
+                k += 1 + n
+                results.append(RaggedArray(values, list(parts), ragged_dims=_ragged_dims_of(desc), _checked=True))
+            else:
+                results.append(host[k])
+                k += 1
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+def _ragged_dims_of(desc) -> int:
+    return sum(1 for d in desc["dims"] if isinstance(d, dict) and not d["parent"])
+
+
+def _check_dense(name: str, arg, desc) -> np.ndarray:
+    if isinstance(arg, RaggedArray):
+        raise TypeError(f"{name}: expected a dense array {desc['type']}, got a RaggedArray")
+    arr = np.asarray(arg)
+    want = _np_dtype(desc["element"])
+    if arr.dtype != want:
+        raise TypeError(f"{name}: expected dtype {np.dtype(want)} for {desc['type']}, got {arr.dtype}")
+    shape = desc["shape"]
+    if arr.ndim != len(shape):
+        raise ValueError(f"{name}: expected rank {len(shape)} for {desc['type']}, got shape {arr.shape}")
+    for d, (have, need) in enumerate(zip(arr.shape, shape)):
+        if need is not None and have != need:
+            raise ValueError(f"{name}: dim {d} must be {need} for {desc['type']}, got {have}")
+    return np.ascontiguousarray(arr)
+
+
+def _flatten_ragged(name: str, arg, desc, bound) -> list[np.ndarray]:
+    if not isinstance(arg, RaggedArray):
+        if isinstance(arg, (list, tuple)):
+            arg = RaggedArray.from_list(arg)
+        else:
+            raise TypeError(f"{name}: expected a RaggedArray (or a list of arrays) for {desc['type']}, got {type(arg).__name__}")
+    symbols = desc["symbols"]
+    if len(arg.partitions) != len(symbols):
+        raise ValueError(
+            f"{name}: {desc['type']} takes {len(symbols)} partitions ({', '.join(symbols)}), "
+            f"got a RaggedArray with {len(arg.partitions)}"
+        )
+    want = _np_dtype(desc["element"])
+    values = arg.values
+    if values.dtype != want:
+        raise TypeError(f"{name}: expected values of dtype {np.dtype(want)} for {desc['type']}, got {values.dtype}")
+    dims = desc["dims"]
+    last = max(i for i, d in enumerate(dims) if isinstance(d, dict))
+    trailing = dims[last + 1 :]
+    if values.ndim != 1 + len(trailing):
+        raise ValueError(
+            f"{name}: values must have rank {1 + len(trailing)} ([rows, {', '.join(map(str, trailing))}]) "
+            f"for {desc['type']}, got shape {values.shape}"
+        )
+    for j, (have, need) in enumerate(zip(values.shape[1:], trailing)):
+        if need is not None and have != need:
+            raise ValueError(f"{name}: values dim {j + 1} must be {need} for {desc['type']}, got {have}")
+    parents = {d["symbol"]: d["parent"] for d in dims if isinstance(d, dict)}
+    parts = {s: check_offsets(f"{name}: offsets of {s}", p) for s, p in zip(symbols, arg.partitions)}
+    batch = desc["batch"]
+    for s in symbols:
+        p = parts[s]
+        parent = parents[s]
+        expected = (parts[parent][-1] + 1) if parent else (None if batch is None else batch + 1)
+        if parent is None:
+            first = parts[symbols[0]]
+            if p.size != first.size:
+                raise ValueError(f"{name}: offsets of {s} have {p.size} entries, offsets of {symbols[0]} have {first.size}")
+        if expected is not None and p.size != expected:
+            raise ValueError(f"{name}: offsets of {s} must have {int(expected)} entries, got {p.size}")
+    rows = _expected_rows(dims, parts, last)
+    if values.shape[0] != rows:
+        raise ValueError(f"{name}: the partitions describe {rows} rows of values, got {values.shape[0]}")
+    for s in symbols:
+        if s in bound and not np.array_equal(bound[s][1], parts[s]):
+            raise ValueError(
+                f"{name}: symbol {s} must have the same partition as in {bound[s][0]} "
+                f"(the types share the symbol), but the offsets differ"
+            )
+        bound.setdefault(s, (name, parts[s]))
+    return [np.ascontiguousarray(values)] + [parts[s] for s in symbols]
+
+
+def _expected_rows(dims, parts, last) -> int:
+    ragged = [d for d in dims if isinstance(d, dict)]
+    if any(d["parent"] for d in ragged):
+        return int(parts[ragged[-1]["symbol"]][-1])
+    extents = []
+    for d in dims[: last + 1]:
+        if isinstance(d, dict):
+            extents.append(np.diff(parts[d["symbol"]]))
+        else:
+            extents.append(np.int64(d))
+    prod = np.ones_like(extents[0] if isinstance(extents[0], np.ndarray) else np.diff(parts[ragged[0]["symbol"]]))
+    for e in extents:
+        prod = prod * e
+    return int(prod.sum())

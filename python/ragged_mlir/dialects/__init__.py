@@ -1,0 +1,1 @@
+"""Dialect bindings: ``ragged`` plus the upstream dialects builders use."""
