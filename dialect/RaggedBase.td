@@ -62,6 +62,43 @@ def Ragged_EncodingAttr : EnumAttr<Ragged_Dialect, Ragged_Encoding, "encoding"> 
   }];
 }
 
+def Ragged_UnaryFn : I32EnumAttr<"UnaryFn", "elementwise unary function", [
+    I32EnumAttrCase<"neg", 0>, I32EnumAttrCase<"exp", 1>,
+    I32EnumAttrCase<"log", 2>, I32EnumAttrCase<"tanh", 3>,
+    I32EnumAttrCase<"relu", 4>, I32EnumAttrCase<"gelu", 5>,
+    I32EnumAttrCase<"sqrt", 6>, I32EnumAttrCase<"rsqrt", 7>,
+    I32EnumAttrCase<"abs", 8>, I32EnumAttrCase<"sigmoid", 9>,
+  ]> {
+  let cppNamespace = "::mlir::ragged";
+  let genSpecializedAttr = 0;
+}
+def Ragged_UnaryFnAttr : EnumAttr<Ragged_Dialect, Ragged_UnaryFn, "unary_fn"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Ragged_BinaryFn : I32EnumAttr<"BinaryFn", "elementwise binary function", [
+    I32EnumAttrCase<"add", 0>, I32EnumAttrCase<"sub", 1>,
+    I32EnumAttrCase<"mul", 2>, I32EnumAttrCase<"div", 3>,
+    I32EnumAttrCase<"max", 4>, I32EnumAttrCase<"min", 5>,
+  ]> {
+  let cppNamespace = "::mlir::ragged";
+  let genSpecializedAttr = 0;
+}
+def Ragged_BinaryFnAttr : EnumAttr<Ragged_Dialect, Ragged_BinaryFn, "binary_fn"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Ragged_ReduceKind : I32EnumAttr<"ReduceKind", "reduction over a ragged dim", [
+    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>,
+    I32EnumAttrCase<"max", 2>, I32EnumAttrCase<"min", 3>,
+  ]> {
+  let cppNamespace = "::mlir::ragged";
+  let genSpecializedAttr = 0;
+}
+def Ragged_ReduceKindAttr : EnumAttr<Ragged_Dialect, Ragged_ReduceKind, "reduce_kind"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 //===----------------------------------------------------------------------===//
 // Types
 //===----------------------------------------------------------------------===//

@@ -172,3 +172,269 @@ LogicalResult MatchOp::verify() {
     return emitOpError() << "result must be " << expected << ", got " << result;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Compute op verifiers
+//===----------------------------------------------------------------------===//
+
+/// `[B, L(b), dense...]`: one ragged dim, first, depending on the batch.
+static bool isSequence(RaggedTensorType type) {
+  return type.getSymbols().size() == 1 && type.isRaggedDim(0) &&
+         type.isSingleLevel();
+}
+
+static LogicalResult requireFloat(Operation *op, RaggedTensorType type) {
+  if (!isa<FloatType>(type.getElementType()))
+    return op->emitOpError() << "needs a float element type, got "
+                             << type.getElementType();
+  return success();
+}
+
+static LogicalResult requireSameType(Operation *op, Type expected, Type actual,
+                                     StringRef what) {
+  if (expected != actual)
+    return op->emitOpError() << what << " must be " << expected << ", got "
+                             << actual;
+  return success();
+}
+
+/// The last item dim is a dense dim after the last ragged dim.
+static LogicalResult requireDenseLastDim(Operation *op, RaggedTensorType type) {
+  if (type.getTrailingDims().empty())
+    return op->emitOpError() << "needs a dense last dim after the ragged dims, "
+                                "got "
+                             << type;
+  return success();
+}
+
+LogicalResult UnaryOp::verify() {
+  auto type = cast<RaggedTensorType>(getSource().getType());
+  if (failed(requireFloat(*this, type)))
+    return failure();
+  return requireSameType(*this, type, getResult().getType(), "result type");
+}
+
+LogicalResult BinaryOp::verify() {
+  auto type = cast<RaggedTensorType>(getLhs().getType());
+  if (failed(requireFloat(*this, type)) ||
+      failed(requireSameType(*this, type, getResult().getType(), "result type")))
+    return failure();
+  Type rhs = getRhs().getType();
+  if (isa<RaggedTensorType>(rhs))
+    return requireSameType(*this, type, rhs,
+                           "a ragged rhs (same symbols, so same partitions)");
+  auto dense = dyn_cast<RankedTensorType>(rhs);
+  if (!dense)
+    return emitOpError() << "rhs must be a ragged or ranked tensor, got " << rhs;
+  if (dense.getElementType() != type.getElementType())
+    return emitOpError() << "rhs element type " << dense.getElementType()
+                         << " does not match " << type.getElementType();
+  ArrayRef<int64_t> trailing = type.getTrailingDims();
+  if (dense.getRank() > static_cast<int64_t>(trailing.size()))
+    return emitOpError() << "a dense rhs broadcasts against the trailing dense "
+                            "dims ("
+                         << trailing.size() << "), so its rank must be at most "
+                         << trailing.size() << ", got " << dense.getRank();
+  ArrayRef<int64_t> suffix = trailing.take_back(dense.getRank());
+  for (auto [i, pair] : llvm::enumerate(llvm::zip_equal(dense.getShape(), suffix)))
+    if (!compatibleExtent(std::get<0>(pair), std::get<1>(pair)))
+      return emitOpError() << "rhs dim " << i << " is " << std::get<0>(pair)
+                           << " but broadcasts against " << std::get<1>(pair);
+  return success();
+}
+
+LogicalResult MatmulOp::verify() {
+  auto type = cast<RaggedTensorType>(getSource().getType());
+  if (failed(requireDenseLastDim(*this, type)))
+    return failure();
+  auto weight = getWeight().getType();
+  if (weight.getElementType() != type.getElementType())
+    return emitOpError() << "weight element type " << weight.getElementType()
+                         << " does not match " << type.getElementType();
+  if (!compatibleExtent(weight.getDimSize(0), type.getShape().back()))
+    return emitOpError() << "weight has " << weight.getDimSize(0)
+                         << " rows but the source's last dim is "
+                         << type.getShape().back();
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() = weight.getDimSize(1);
+  auto expected = RaggedTensorType::get(
+      getContext(), type.getBatch(), shape, type.getSymbols(),
+      type.getParents(), type.getElementType(), type.getEncoding());
+  return requireSameType(*this, expected, getResult().getType(), "result type");
+}
+
+Type ReduceOp::inferResultType(RaggedTensorType type) {
+  // Drop the last ragged dim; a tensor without ragged dims left is dense.
+  unsigned last = type.getLastRaggedDim();
+  SmallVector<int64_t> shape(type.getShape());
+  shape.erase(shape.begin() + last);
+  if (type.getSymbols().size() == 1) {
+    shape.insert(shape.begin(), type.getBatch());
+    return RankedTensorType::get(shape, type.getElementType());
+  }
+  return RaggedTensorType::get(type.getContext(), type.getBatch(), shape,
+                               type.getSymbols().drop_back(),
+                               type.getParents().drop_back(),
+                               type.getElementType(), type.getEncoding());
+}
+
+LogicalResult ReduceOp::verify() {
+  auto type = cast<RaggedTensorType>(getSource().getType());
+  if (failed(requireFloat(*this, type)))
+    return failure();
+  unsigned numRagged = type.getSymbols().size();
+  bool chain = type.getLastRaggedDim() + 1 == numRagged;
+  for (unsigned i = 0; chain && i < numRagged; ++i)
+    chain = type.getParents()[i].getValue() ==
+            (i ? type.getSymbols()[i - 1].getValue() : StringRef());
+  if (!(isSequence(type) || chain))
+    return emitOpError() << "reduces over the innermost ragged dim of "
+                            "[B, L(b), dense...] or of a nested chain "
+                            "[B, S(b), T(b, s), dense...]; got "
+                         << type;
+  if (getEmpty() && getEmpty()->getType() != type.getElementType())
+    return emitOpError() << "empty value type " << getEmpty()->getType()
+                         << " does not match " << type.getElementType();
+  if (!getEmpty() &&
+      (getKind() == ReduceKind::max || getKind() == ReduceKind::min))
+    return emitOpError() << stringifyReduceKind(getKind())
+                         << " needs an explicit `empty` value for empty "
+                            "segments (e.g. -inf)";
+  return requireSameType(*this, inferResultType(type), getResult().getType(),
+                         "result type");
+}
+
+LogicalResult SoftmaxOp::verify() {
+  auto type = cast<RaggedTensorType>(getSource().getType());
+  if (failed(requireFloat(*this, type)))
+    return failure();
+  return requireSameType(*this, type, getResult().getType(), "result type");
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto type = cast<RaggedTensorType>(getSource().getType());
+  if (failed(requireFloat(*this, type)) ||
+      failed(requireDenseLastDim(*this, type)))
+    return failure();
+  for (auto [name, param] : {std::pair<StringRef, Value>{"gamma", getGamma()},
+                             {"beta", getBeta()}}) {
+    auto t = cast<RankedTensorType>(param.getType());
+    if (t.getElementType() != type.getElementType())
+      return emitOpError() << name << " element type " << t.getElementType()
+                           << " does not match " << type.getElementType();
+    if (!compatibleExtent(t.getDimSize(0), type.getShape().back()))
+      return emitOpError() << name << " has " << t.getDimSize(0)
+                           << " entries but the normalised dim is "
+                           << type.getShape().back();
+  }
+  return requireSameType(*this, type, getResult().getType(), "result type");
+}
+
+/// `[B, L(b), H, d]`: the per-head layout attention works on.
+static LogicalResult requireHeads(Operation *op, RaggedTensorType type,
+                                  StringRef what) {
+  if (!isSequence(type) || type.getItemRank() != 3)
+    return op->emitOpError() << what << " must be [B, L(b), heads, head_dim], "
+                             << "got " << type;
+  return requireFloat(op, type);
+}
+
+/// `[B, L(b), L(b), H]` for the symbol and heads of `heads`.
+static RaggedTensorType pairType(RaggedTensorType heads) {
+  StringAttr l = heads.getSymbols()[0];
+  StringAttr none = StringAttr::get(heads.getContext(), "");
+  return RaggedTensorType::get(
+      heads.getContext(), heads.getBatch(),
+      {RaggedTensorType::kRagged, RaggedTensorType::kRagged, heads.getShape()[1]},
+      {l, l}, {none, none}, heads.getElementType(), heads.getEncoding());
+}
+
+LogicalResult ScoresOp::verify() {
+  auto q = cast<RaggedTensorType>(getQuery().getType());
+  if (failed(requireHeads(*this, q, "query")) ||
+      failed(requireSameType(*this, q, getKey().getType(), "key type")))
+    return failure();
+  return requireSameType(*this, pairType(q), getResult().getType(),
+                         "result type");
+}
+
+LogicalResult ApplyOp::verify() {
+  auto v = cast<RaggedTensorType>(getValues().getType());
+  if (failed(requireHeads(*this, v, "values")) ||
+      failed(requireSameType(*this, pairType(v), getWeights().getType(),
+                             "weights type")))
+    return failure();
+  return requireSameType(*this, v, getResult().getType(), "result type");
+}
+
+LogicalResult AttentionOp::verify() {
+  auto q = cast<RaggedTensorType>(getQuery().getType());
+  if (failed(requireHeads(*this, q, "query")) ||
+      failed(requireSameType(*this, q, getKey().getType(), "key type")) ||
+      failed(requireSameType(*this, q, getValue().getType(), "value type")))
+    return failure();
+  return requireSameType(*this, q, getResult().getType(), "result type");
+}
+
+LogicalResult GatherOp::verify() {
+  auto ids = cast<RaggedTensorType>(getIds().getType());
+  auto table = cast<RankedTensorType>(getTable().getType());
+  if (!ids.getElementType().isSignlessInteger(64))
+    return emitOpError() << "ids must be i64, got " << ids.getElementType();
+  if (!ids.getTrailingDims().empty())
+    return emitOpError() << "ids must end with a ragged dim (one id per "
+                            "position), got "
+                         << ids;
+  SmallVector<int64_t> shape(ids.getShape());
+  shape.push_back(table.getDimSize(1));
+  auto expected = RaggedTensorType::get(getContext(), ids.getBatch(), shape,
+                                        ids.getSymbols(), ids.getParents(),
+                                        table.getElementType(),
+                                        ids.getEncoding());
+  return requireSameType(*this, expected, getResult().getType(), "result type");
+}
+
+/// Same batch, trailing dims and element type; a fresh symbol for `result`.
+static LogicalResult verifyResequence(Operation *op, RaggedTensorType a,
+                                      RaggedTensorType result,
+                                      ArrayRef<RaggedTensorType> others) {
+  SmallVector<RaggedTensorType> operands{a};
+  llvm::append_range(operands, others);
+  for (RaggedTensorType t : llvm::concat<const RaggedTensorType>(
+           ArrayRef<RaggedTensorType>(operands), ArrayRef(result)))
+    if (!isSequence(t))
+      return op->emitOpError() << "works on [B, L(b), dense...] tensors, got "
+                               << t;
+  if (result.getTrailingDims() != a.getTrailingDims() ||
+      result.getElementType() != a.getElementType() ||
+      !compatibleExtent(result.getBatch(), a.getBatch()))
+    return op->emitOpError() << result << " and " << a
+                             << " must agree in batch, dense dims and "
+                                "element type";
+  for (RaggedTensorType t : operands)
+    if (t.getSymbols()[0] == result.getSymbols()[0])
+      return op->emitOpError()
+             << "result symbol '" << result.getSymbols()[0].getValue()
+             << "' must be fresh: its extents differ from the operands'";
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  auto lhs = cast<RaggedTensorType>(getLhs().getType());
+  auto rhs = cast<RaggedTensorType>(getRhs().getType());
+  auto result = cast<RaggedTensorType>(getResult().getType());
+  if (failed(verifyResequence(*this, lhs, result, {rhs})))
+    return failure();
+  return verifyResequence(*this, rhs, result, {lhs});
+}
+
+LogicalResult SplitOp::verify() {
+  auto source = cast<RaggedTensorType>(getSource().getType());
+  auto head = cast<RaggedTensorType>(getHead().getType());
+  auto tail = cast<RaggedTensorType>(getTail().getType());
+  if (head.getSymbols()[0] == tail.getSymbols()[0])
+    return emitOpError() << "head and tail need different symbols";
+  if (failed(verifyResequence(*this, source, head, {})))
+    return failure();
+  return verifyResequence(*this, source, tail, {});
+}

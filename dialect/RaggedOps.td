@@ -152,4 +152,284 @@ def Ragged_MatchOp : Ragged_Op<"match"> {
   }];
 }
 
+
+//===----------------------------------------------------------------------===//
+// Compute
+//===----------------------------------------------------------------------===//
+
+def Ragged_UnaryOp : Ragged_Op<"unary", [AllTypesMatch<["source", "result"]>]> {
+  let summary = "Elementwise unary function on the real elements";
+  let description = [{
+    Applies `fn` (neg, exp, log, tanh, relu, gelu (tanh form), sqrt, rsqrt,
+    abs, sigmoid) to every real element. The result has the source's type.
+    Lowered as one dense `linalg.generic` over the packed values: no padding
+    is touched.
+
+    ```mlir
+    %y = ragged.unary <gelu> %x : !ragged.tensor<?, [L], 1536, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_UnaryFnAttr:$fn, Ragged_Tensor:$source);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = "$fn $source attr-dict `:` qualified(type($source))";
+  let builders = [OpBuilder<(ins "::mlir::ragged::UnaryFn":$fn, "::mlir::Value":$source), [{
+    build($_builder, $_state, source.getType(),
+          ::mlir::ragged::UnaryFnAttr::get($_builder.getContext(), fn), source);
+  }]>];
+}
+
+def Ragged_BinaryOp : Ragged_Op<"binary", [AllTypesMatch<["lhs", "result"]>]> {
+  let summary = "Elementwise binary function, ragged with ragged or with a dense broadcast";
+  let description = [{
+    `lhs` is ragged. `rhs` is either a ragged tensor of the same type (the
+    same symbols: the verifier proves both share their partitions) or a dense
+    tensor broadcast against the trailing dense dims of `lhs` (its shape a
+    suffix of them; rank 0 for a scalar). The result has the type of `lhs`.
+    Lowered as one dense `linalg.generic` over the packed values.
+
+    ```mlir
+    %y = ragged.binary <add> %x, %bias : !ragged.tensor<?, [L], 384, f32>, tensor<384xf32>
+    %z = ragged.binary <mul> %x, %y : !ragged.tensor<?, [L], 384, f32>, !ragged.tensor<?, [L], 384, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_BinaryFnAttr:$fn, Ragged_Tensor:$lhs, AnyType:$rhs);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = [{
+    $fn $lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs))
+  }];
+  let builders = [OpBuilder<(ins "::mlir::ragged::BinaryFn":$fn, "::mlir::Value":$lhs, "::mlir::Value":$rhs), [{
+    build($_builder, $_state, lhs.getType(),
+          ::mlir::ragged::BinaryFnAttr::get($_builder.getContext(), fn), lhs, rhs);
+  }]>];
+}
+
+def Ragged_MatmulOp : Ragged_Op<"matmul"> {
+  let summary = "Ragged tensor times a dense weight over the last dim";
+  let description = [{
+    `[B, ..., K] x [K, N] -> [B, ..., N]`: every real row times `weight`.
+    The last dim of `source` must be a trailing dense dim. Lowered as one
+    `linalg.matmul` on the packed values `[rows, K]`: FLOPs are
+    `2 * rows * K * N`, with rows the number of real tokens.
+
+    ```mlir
+    %y = ragged.matmul %x, %w : !ragged.tensor<?, [L], 384, f32>, tensor<384x1536xf32>
+        -> !ragged.tensor<?, [L], 1536, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_Tensor:$source, 2DTensorOf<[AnyFloat, AnySignlessInteger]>:$weight);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = [{
+    $source `,` $weight attr-dict `:` qualified(type($source)) `,` type($weight)
+    `->` qualified(type($result))
+  }];
+}
+
+def Ragged_ReduceOp : Ragged_Op<"reduce"> {
+  let summary = "Sum, mean, max or min over the innermost ragged dim";
+  let description = [{
+    Reduces over the last ragged dim, which must be the only ragged dim of the
+    innermost level and be followed by dense dims only:
+    `[B, L(b), D] -> [B, D]` (a dense result) or
+    `[B, S(b), T(b, s), D] -> [B, S(b), D]` (a ragged result).
+
+    Empty segments yield `empty`: it defaults to 0 for `sum` and `mean` (the
+    mean of an empty segment is defined as `empty`, never NaN by accident),
+    and must be given for `max` and `min` (e.g. `-inf`).
+
+    One `linalg.generic` over `[segments, D]` whose body loops over the
+    segment's rows, read from the offsets: one dispatch, work = real elements.
+
+    ```mlir
+    %s = ragged.reduce <max> %x empty(0xFF800000 : f32)
+        : !ragged.tensor<?, [L], 384, f32> -> tensor<?x384xf32>
+    ```
+  }];
+  let arguments = (ins Ragged_ReduceKindAttr:$kind, Ragged_Tensor:$source,
+                       OptionalAttr<TypedAttrInterface>:$empty);
+  let results = (outs AnyType:$result);
+  let extraClassDeclaration = [{
+    /// The source type without its last ragged dim (dense when none is left).
+    static ::mlir::Type inferResultType(::mlir::ragged::RaggedTensorType type);
+  }];
+  let assemblyFormat = [{
+    $kind $source (`empty` `(` $empty^ `)`)? attr-dict `:` qualified(type($source))
+    `->` qualified(type($result))
+  }];
+}
+
+def Ragged_SoftmaxOp : Ragged_Op<"softmax", [AllTypesMatch<["source", "result"]>]> {
+  let summary = "Softmax over the last ragged dim";
+  let description = [{
+    For every position of the other dims, a softmax over the last ragged dim,
+    which must be the last item dim before the trailing dense dims (so each
+    softmax group is a contiguous run of rows): `[B, L(b), D]` (per item and
+    feature) or attention scores `[B, L(b), L(b), H]` (per query and head).
+    Numerically stable (max subtracted). Empty groups produce no elements.
+
+    Lowered as one `linalg.generic` computing max and sum per group and one
+    normalising every real element: two dispatches, independent of B.
+
+    ```mlir
+    %p = ragged.softmax %s : !ragged.tensor<?, [L], [L], 12, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_Tensor:$source);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = "$source attr-dict `:` qualified(type($source))";
+  let builders = [OpBuilder<(ins "::mlir::Value":$source), [{
+    build($_builder, $_state, source.getType(), source);
+  }]>];
+}
+
+def Ragged_LayerNormOp : Ragged_Op<"layer_norm", [AllTypesMatch<["source", "result"]>]> {
+  let summary = "Layer normalisation over the last dense dim";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * gamma + beta` over the last dim,
+    which must be a trailing dense dim; `gamma` and `beta` have its size.
+    A per-token op: lowered on the packed values.
+
+    ```mlir
+    %y = ragged.layer_norm %x, %gamma, %beta {epsilon = 1.0e-12 : f64}
+        : !ragged.tensor<?, [L], 384, f32>, tensor<384xf32>, tensor<384xf32>
+    ```
+  }];
+  let arguments = (ins Ragged_Tensor:$source, 1DTensorOf<[AnyFloat]>:$gamma,
+                       1DTensorOf<[AnyFloat]>:$beta,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = [{
+    $source `,` $gamma `,` $beta attr-dict `:` qualified(type($source)) `,`
+    type($gamma) `,` type($beta)
+  }];
+}
+
+def Ragged_ScoresOp : Ragged_Op<"scores"> {
+  let summary = "Per-item, per-head Q times K transposed: ragged in two dims";
+  let description = [{
+    `[B, L(b), H, d] x [B, L(b), H, d] -> [B, L(b), L(b), H]`, `scale * q . k`
+    for every query/key pair of the same item and head; with `causal`, pairs
+    with key > query get `-inf`. Work and storage are `sum_b L(b)^2 * H`,
+    not `B * max L^2`.
+
+    ```mlir
+    %s = ragged.scores %q, %k {scale = 0.17677 : f64}
+        : !ragged.tensor<?, [L], 12, 32, f32>, !ragged.tensor<?, [L], 12, 32, f32>
+        -> !ragged.tensor<?, [L], [L], 12, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_Tensor:$query, Ragged_Tensor:$key,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale, UnitAttr:$causal);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key attr-dict `:` qualified(type($query)) `,` qualified(type($key))
+    `->` qualified(type($result))
+  }];
+}
+
+def Ragged_ApplyOp : Ragged_Op<"apply"> {
+  let summary = "Per-item, per-head weights times values";
+  let description = [{
+    `[B, L(b), L(b), H] x [B, L(b), H, d] -> [B, L(b), H, d]`: for every
+    query, the weighted sum of the item's value rows. Work is
+    `sum_b L(b)^2 * H * d`.
+
+    ```mlir
+    %o = ragged.apply %p, %v : !ragged.tensor<?, [L], [L], 12, f32>,
+        !ragged.tensor<?, [L], 12, 32, f32> -> !ragged.tensor<?, [L], 12, 32, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_Tensor:$weights, Ragged_Tensor:$values);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = [{
+    $weights `,` $values attr-dict `:` qualified(type($weights)) `,`
+    qualified(type($values)) `->` qualified(type($result))
+  }];
+}
+
+def Ragged_AttentionOp : Ragged_Op<"attention",
+    [AllTypesMatch<["query", "key", "value", "result"]>]> {
+  let summary = "softmax(scale * Q Kᵀ [+ causal mask]) V per item and head";
+  let description = [{
+    On `[B, L(b), H, d]` queries, keys and values sharing the symbol `L`.
+    Lowered as `scores`, `softmax` and `apply`: a fixed number of dispatches,
+    work `sum_b L(b)^2 * H * d`, never `B * max L^2`.
+
+    ```mlir
+    %o = ragged.attention %q, %k, %v {scale = 0.17677 : f64, causal}
+        : !ragged.tensor<?, [L], 12, 32, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_Tensor:$query, Ragged_Tensor:$key, Ragged_Tensor:$value,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale, UnitAttr:$causal);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value attr-dict `:` qualified(type($query))
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
+                                 "::mlir::Value":$value, "double":$scale, "bool":$causal), [{
+    build($_builder, $_state, query.getType(), query, key, value,
+          $_builder.getF64FloatAttr(scale), causal ? $_builder.getUnitAttr() : nullptr);
+  }]>];
+}
+
+def Ragged_GatherOp : Ragged_Op<"gather"> {
+  let summary = "Embedding lookup: ragged token ids to rows of a table";
+  let description = [{
+    `table[V, D]` indexed by ragged int64 `ids [B, L(b)]` gives
+    `[B, L(b), D]`. Ids outside `[0, V)` fail the call with an error rather
+    than read out of bounds.
+
+    ```mlir
+    %e = ragged.gather %table[%ids] : tensor<30522x384xf32>,
+        !ragged.tensor<?, [L], i64> -> !ragged.tensor<?, [L], 384, f32>
+    ```
+  }];
+  let arguments = (ins 2DTensorOf<[AnyType]>:$table, Ragged_Tensor:$ids);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = [{
+    $table `[` $ids `]` attr-dict `:` type($table) `,` qualified(type($ids))
+    `->` qualified(type($result))
+  }];
+}
+
+def Ragged_ConcatOp : Ragged_Op<"concat"> {
+  let summary = "Per-item concatenation along the ragged dim";
+  let description = [{
+    `[B, L1(b), D] ++ [B, L2(b), D] -> [B, L3(b), D]` with
+    `L3(b) = L1(b) + L2(b)`: item b of the result is item b of `lhs`
+    followed by item b of `rhs`. Single-level, one ragged dim first.
+    Batch sizes must agree (checked at run time).
+
+    ```mlir
+    %c = ragged.concat %a, %b : !ragged.tensor<?, [L1], 8, f32>,
+        !ragged.tensor<?, [L2], 8, f32> -> !ragged.tensor<?, [L3], 8, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_Tensor:$lhs, Ragged_Tensor:$rhs);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs))
+    `->` qualified(type($result))
+  }];
+}
+
+def Ragged_SplitOp : Ragged_Op<"split"> {
+  let summary = "Per-item split along the ragged dim at given lengths";
+  let description = [{
+    The inverse of `concat`: item b's first `lengths[b]` rows go to `head`,
+    the rest to `tail`. `0 <= lengths[b] <= L(b)` is checked at run time.
+
+    ```mlir
+    %h, %t = ragged.split %x, %len : !ragged.tensor<?, [L], 8, f32>, tensor<?xi64>
+        -> !ragged.tensor<?, [L1], 8, f32>, !ragged.tensor<?, [L2], 8, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_Tensor:$source, Ragged_Partition:$lengths);
+  let results = (outs Ragged_Tensor:$head, Ragged_Tensor:$tail);
+  let assemblyFormat = [{
+    $source `,` $lengths attr-dict `:` qualified(type($source)) `,` type($lengths)
+    `->` qualified(type($head)) `,` qualified(type($tail))
+  }];
+}
+
 #endif // RAGGED_OPS_TD

@@ -1,10 +1,885 @@
 //===- LowerCompute.cpp - compute ops on packed values --------------------===//
+//
+// Per-token ops become dense linalg on the packed values. Per-item ops become
+// a fixed number of linalg.generics whose iteration space is the real
+// elements (or the segments); segment bounds are read from the offsets inside
+// the body, so no loop over items runs on the host and no padding is touched.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/LoweringUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::ragged;
 using namespace mlir::ragged::lowering;
 
+namespace {
+
+Value floatConst(OpBuilder &b, Location loc, Type type, double v) {
+  return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
+}
+
+/// Indices of every loop of the enclosing linalg.generic.
+SmallVector<Value> loopIndices(OpBuilder &b, Location loc, unsigned rank) {
+  SmallVector<Value> idx;
+  for (unsigned d = 0; d < rank; ++d)
+    idx.push_back(linalg::IndexOp::create(b, loc, d));
+  return idx;
+}
+
+/// An empty tensor shaped like `like`.
+Value emptyLike(OpBuilder &b, Location loc, Value like, Type elementType = {}) {
+  auto type = cast<RankedTensorType>(like.getType());
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      dyn.push_back(dimOf(b, loc, like, d));
+  return emptyTensor(b, loc, type.getShape(),
+                     elementType ? elementType : type.getElementType(), dyn);
+}
+
+/// An empty tensor `[n, trailing dims of values...]`.
+Value emptyRows(OpBuilder &b, Location loc, Value n, Value values) {
+  auto type = cast<RankedTensorType>(values.getType());
+  SmallVector<int64_t> shape{ShapedType::kDynamic};
+  SmallVector<Value> dyn{n};
+  for (int64_t d = 1; d < type.getRank(); ++d) {
+    shape.push_back(type.getDimSize(d));
+    if (type.isDynamicDim(d))
+      dyn.push_back(dimOf(b, loc, values, d));
+  }
+  return emptyTensor(b, loc, shape, type.getElementType(), dyn);
+}
+
+/// Loop `for i in [lo, hi)` carrying `init`, body returns the next values.
+ValueRange forLoop(OpBuilder &b, Location loc, Value lo, Value hi,
+                   ValueRange init,
+                   function_ref<SmallVector<Value>(OpBuilder &, Location, Value,
+                                                   ValueRange)>
+                       body) {
+  auto loop = scf::ForOp::create(
+      b, loc, lo, hi, constIndex(b, loc, 1), init,
+      [&](OpBuilder &lb, Location ll, Value i, ValueRange acc) {
+        scf::YieldOp::create(lb, ll, body(lb, ll, i, acc));
+      });
+  return loop.getResults();
+}
+
+/// Reads `tensor[at]` only when `cond` holds, else yields `otherwise`.
+Value guardedExtract(OpBuilder &b, Location loc, Value cond, Value tensor,
+                     ValueRange at, Value otherwise) {
+  auto ifOp = scf::IfOp::create(
+      b, loc, cond,
+      [&](OpBuilder &tb, Location tl) {
+        scf::YieldOp::create(tb, tl,
+                             ValueRange{tensor::ExtractOp::create(tb, tl, tensor, at)});
+      },
+      [&](OpBuilder &eb, Location el) {
+        scf::YieldOp::create(eb, el, otherwise);
+      });
+  return ifOp.getResult(0);
+}
+
+/// Fails the call unless `pred` holds for every element of 1-D `tensor`.
+void assertAll(OpBuilder &b, Location loc, Value tensor, StringRef message,
+               function_ref<Value(OpBuilder &, Location, Value)> pred) {
+  Value yes = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
+  Value init =
+      tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, b.getI1Type());
+  init = linalg::FillOp::create(b, loc, yes, init).getResult(0);
+  MLIRContext *ctx = b.getContext();
+  auto generic = linalg::GenericOp::create(
+      b, loc, init.getType(), ValueRange{tensor}, ValueRange{init},
+      {AffineMap::getMultiDimIdentityMap(1, ctx), AffineMap::get(1, 0, {}, ctx)},
+      {utils::IteratorType::reduction},
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(
+            nb, nloc,
+            ValueRange{arith::AndIOp::create(nb, nloc, args[1],
+                                             pred(nb, nloc, args[0]))});
+      });
+  Value ok = tensor::ExtractOp::create(b, loc, generic.getResult(0),
+                                       ValueRange{});
+  cf::AssertOp::create(b, loc, ok, message);
+}
+
+Value applyUnary(OpBuilder &b, Location loc, UnaryFn fn, Value x) {
+  Type t = x.getType();
+  switch (fn) {
+  case UnaryFn::neg:
+    return arith::NegFOp::create(b, loc, x);
+  case UnaryFn::exp:
+    return math::ExpOp::create(b, loc, x);
+  case UnaryFn::log:
+    return math::LogOp::create(b, loc, x);
+  case UnaryFn::tanh:
+    return math::TanhOp::create(b, loc, x);
+  case UnaryFn::relu:
+    return arith::MaximumFOp::create(b, loc, x, floatConst(b, loc, t, 0.0));
+  case UnaryFn::gelu: {
+    // Exact GELU: 0.5 x (1 + erf(x / sqrt 2)), as torch.nn.GELU().
+    Value scaled = arith::MulFOp::create(b, loc, x,
+                                         floatConst(b, loc, t, M_SQRT1_2));
+    Value erf = math::ErfOp::create(b, loc, scaled);
+    Value onePlus =
+        arith::AddFOp::create(b, loc, erf, floatConst(b, loc, t, 1.0));
+    Value half = arith::MulFOp::create(b, loc, x, floatConst(b, loc, t, 0.5));
+    return arith::MulFOp::create(b, loc, half, onePlus);
+  }
+  case UnaryFn::sqrt:
+    return math::SqrtOp::create(b, loc, x);
+  case UnaryFn::rsqrt:
+    return math::RsqrtOp::create(b, loc, x);
+  case UnaryFn::abs:
+    return math::AbsFOp::create(b, loc, x);
+  case UnaryFn::sigmoid: {
+    Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+    Value den = arith::AddFOp::create(b, loc, e, floatConst(b, loc, t, 1.0));
+    return arith::DivFOp::create(b, loc, floatConst(b, loc, t, 1.0), den);
+  }
+  }
+  llvm_unreachable("unknown unary fn");
+}
+
+Value applyBinary(OpBuilder &b, Location loc, BinaryFn fn, Value x, Value y) {
+  switch (fn) {
+  case BinaryFn::add:
+    return arith::AddFOp::create(b, loc, x, y);
+  case BinaryFn::sub:
+    return arith::SubFOp::create(b, loc, x, y);
+  case BinaryFn::mul:
+    return arith::MulFOp::create(b, loc, x, y);
+  case BinaryFn::div:
+    return arith::DivFOp::create(b, loc, x, y);
+  case BinaryFn::max:
+    return arith::MaximumFOp::create(b, loc, x, y);
+  case BinaryFn::min:
+    return arith::MinimumFOp::create(b, loc, x, y);
+  }
+  llvm_unreachable("unknown binary fn");
+}
+
+LogicalResult unsupported(Operation *op, const Twine &why) {
+  return op->emitOpError() << "cannot be lowered: " << why;
+}
+
+//===----------------------------------------------------------------------===//
+// Per-token ops: dense linalg on the packed values
+//===----------------------------------------------------------------------===//
+
+struct UnaryLowering : OpConversionPattern<UnaryOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(UnaryOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Packed x = unpack(op.getSource(), adaptor.getSource());
+    unsigned rank = cast<RankedTensorType>(x.values.getType()).getRank();
+    Value out = parallelGeneric(
+        rewriter, loc, emptyLike(rewriter, loc, x.values), {x.values},
+        {rewriter.getMultiDimIdentityMap(rank)},
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          return applyUnary(b, l, op.getFn(), args[0]);
+        });
+    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten()});
+    return success();
+  }
+};
+
+struct BinaryLowering : OpConversionPattern<BinaryOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(BinaryOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Packed x = unpack(op.getLhs(), adaptor.getLhs());
+    unsigned rank = cast<RankedTensorType>(x.values.getType()).getRank();
+    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
+    Value rhs;
+    AffineMap rhsMap;
+    if (isa<RaggedTensorType>(op.getRhs().getType())) {
+      rhs = adaptor.getRhs().front();
+      rhsMap = id;
+    } else {
+      rhs = adaptor.getRhs().front();
+      unsigned k = cast<RankedTensorType>(rhs.getType()).getRank();
+      rhsMap = AffineMap::getMinorIdentityMap(rank, k, rewriter.getContext());
+    }
+    Value out = parallelGeneric(
+        rewriter, loc, emptyLike(rewriter, loc, x.values), {x.values, rhs},
+        {id, rhsMap}, [&](OpBuilder &b, Location l, ValueRange args) {
+          return applyBinary(b, l, op.getFn(), args[0], args[1]);
+        });
+    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten()});
+    return success();
+  }
+};
+
+struct MatmulLowering : OpConversionPattern<MatmulOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MatmulOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Packed x = unpack(op.getSource(), adaptor.getSource());
+    Value weight = adaptor.getWeight().front();
+    auto resultType = cast<RaggedTensorType>(op.getType());
+    RankedTensorType outType = resultType.getValuesType();
+    auto valuesType = cast<RankedTensorType>(x.values.getType());
+    unsigned rank = valuesType.getRank();
+    SmallVector<Value> dyn;
+    for (unsigned d = 0; d + 1 < rank; ++d)
+      if (outType.isDynamicDim(d))
+        dyn.push_back(dimOf(rewriter, loc, x.values, d));
+    if (outType.isDynamicDim(rank - 1))
+      dyn.push_back(dimOf(rewriter, loc, weight, 1));
+    Type elem = outType.getElementType();
+    Value init = emptyTensor(rewriter, loc, outType.getShape(), elem, dyn);
+    init = linalg::FillOp::create(rewriter, loc,
+                                  floatConst(rewriter, loc, elem, 0.0), init)
+               .getResult(0);
+    Value out;
+    if (rank == 2) {
+      out = linalg::MatmulOp::create(rewriter, loc, TypeRange{outType},
+                                     ValueRange{x.values, weight},
+                                     ValueRange{init})
+                .getResult(0);
+    } else {
+      // [rows, t..., K] x [K, N]: a contraction over the last dim.
+      MLIRContext *ctx = rewriter.getContext();
+      unsigned loops = rank + 1;
+      SmallVector<AffineExpr> in, w, o;
+      for (unsigned d = 0; d + 1 < rank; ++d) {
+        in.push_back(getAffineDimExpr(d, ctx));
+        o.push_back(getAffineDimExpr(d, ctx));
+      }
+      AffineExpr n = getAffineDimExpr(rank - 1, ctx), k = getAffineDimExpr(rank, ctx);
+      in.push_back(k);
+      w = {k, n};
+      o.push_back(n);
+      SmallVector<utils::IteratorType> iters(loops, utils::IteratorType::parallel);
+      iters.back() = utils::IteratorType::reduction;
+      out = linalg::GenericOp::create(
+                rewriter, loc, outType, ValueRange{x.values, weight},
+                ValueRange{init},
+                {AffineMap::get(loops, 0, in, ctx), AffineMap::get(loops, 0, w, ctx),
+                 AffineMap::get(loops, 0, o, ctx)},
+                iters,
+                [&](OpBuilder &b, Location l, ValueRange args) {
+                  Value p = arith::MulFOp::create(b, l, args[0], args[1]);
+                  linalg::YieldOp::create(
+                      b, l, ValueRange{arith::AddFOp::create(b, l, args[2], p)});
+                })
+                .getResult(0);
+    }
+    rewriter.replaceOpWithMultiple(op, {Packed{resultType, out, x.partitions}.flatten()});
+    return success();
+  }
+};
+
+struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(LayerNormOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    Packed x = unpack(op.getSource(), adaptor.getSource());
+    Value gamma = adaptor.getGamma().front(), beta = adaptor.getBeta().front();
+    auto valuesType = cast<RankedTensorType>(x.values.getType());
+    unsigned rank = valuesType.getRank();
+    Type elem = valuesType.getElementType();
+    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
+    AffineMap rowMap = id.dropResult(rank - 1);
+    AffineMap lastMap = AffineMap::get(rank, 0, getAffineDimExpr(rank - 1, ctx));
+    Value width = arith::IndexCastOp::create(
+        rewriter, loc, rewriter.getI64Type(), dimOf(rewriter, loc, x.values, rank - 1));
+    Value widthF = arith::SIToFPOp::create(rewriter, loc, elem, width);
+
+    // Per-row statistics: a reduction over the last dim.
+    SmallVector<int64_t> rowShape(valuesType.getShape().drop_back());
+    SmallVector<Value> rowDyn;
+    for (unsigned d = 0; d + 1 < rank; ++d)
+      if (valuesType.isDynamicDim(d))
+        rowDyn.push_back(dimOf(rewriter, loc, x.values, d));
+    auto rowReduce = [&](ValueRange inputs, ArrayRef<AffineMap> maps,
+                         function_ref<Value(OpBuilder &, Location, ValueRange)> term) {
+      Value init = emptyTensor(rewriter, loc, rowShape, elem, rowDyn);
+      init = linalg::FillOp::create(rewriter, loc,
+                                    floatConst(rewriter, loc, elem, 0.0), init)
+                 .getResult(0);
+      SmallVector<AffineMap> allMaps(maps);
+      allMaps.push_back(rowMap);
+      SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+      iters.back() = utils::IteratorType::reduction;
+      return linalg::GenericOp::create(
+                 rewriter, loc, init.getType(), inputs, ValueRange{init}, allMaps,
+                 iters,
+                 [&](OpBuilder &b, Location l, ValueRange args) {
+                   Value t = term(b, l, args.drop_back());
+                   linalg::YieldOp::create(
+                       b, l, ValueRange{arith::AddFOp::create(b, l, args.back(), t)});
+                 })
+          .getResult(0);
+    };
+    Value sum = rowReduce({x.values}, {id},
+                          [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+    Value sq = rowReduce({x.values, sum}, {id, rowMap},
+                         [&](OpBuilder &b, Location l, ValueRange a) {
+                           Value mean = arith::DivFOp::create(b, l, a[1], widthF);
+                           Value c = arith::SubFOp::create(b, l, a[0], mean);
+                           return arith::MulFOp::create(b, l, c, c);
+                         });
+    Value eps = floatConst(rewriter, loc, elem, op.getEpsilon().convertToDouble());
+    Value out = parallelGeneric(
+        rewriter, loc, emptyLike(rewriter, loc, x.values),
+        {x.values, sum, sq, gamma, beta}, {id, rowMap, rowMap, lastMap, lastMap},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value mean = arith::DivFOp::create(b, l, a[1], widthF);
+          Value var = arith::DivFOp::create(b, l, a[2], widthF);
+          Value inv = math::RsqrtOp::create(b, l, arith::AddFOp::create(b, l, var, eps));
+          Value norm = arith::MulFOp::create(
+              b, l, arith::SubFOp::create(b, l, a[0], mean), inv);
+          return arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, norm, a[3]),
+                                       a[4]);
+        });
+    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten()});
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Per-segment ops
+//===----------------------------------------------------------------------===//
+
+/// Identity of a reduction: the value an empty segment starts from.
+Value reduceIdentity(OpBuilder &b, Location loc, ReduceKind kind, Type t) {
+  double inf = std::numeric_limits<double>::infinity();
+  switch (kind) {
+  case ReduceKind::sum:
+  case ReduceKind::mean:
+    return floatConst(b, loc, t, 0.0);
+  case ReduceKind::max:
+    return floatConst(b, loc, t, -inf);
+  case ReduceKind::min:
+    return floatConst(b, loc, t, inf);
+  }
+  llvm_unreachable("unknown reduce kind");
+}
+
+struct ReduceLowering : OpConversionPattern<ReduceOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ReduceOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Packed x = unpack(op.getSource(), adaptor.getSource());
+    if (x.type.getEncoding() != Encoding::offsets)
+      return unsupported(op, "only the 'offsets' encoding is lowered");
+    // The reduced dim is the innermost level: its offsets are the segments.
+    Value offsets = x.partitions.back();
+    Value n = numSegments(rewriter, loc, offsets);
+    Type elem = x.type.getElementType();
+    ReduceKind kind = op.getKind();
+    Value empty = op.getEmpty()
+                      ? Value(arith::ConstantOp::create(rewriter, loc,
+                                                        cast<TypedAttr>(*op.getEmpty())))
+                      : floatConst(rewriter, loc, elem, 0.0);
+    auto [lo, hi] = segmentBounds(rewriter, loc, offsets);
+    Value init = emptyRows(rewriter, loc, n, x.values);
+    unsigned rank = cast<RankedTensorType>(init.getType()).getRank();
+    AffineMap seg = AffineMap::get(rank, 0, getAffineDimExpr(0, rewriter.getContext()));
+    Value out = parallelGeneric(
+        rewriter, loc, init, {lo, hi}, {seg, seg},
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          SmallVector<Value> idx = loopIndices(b, l, rank);
+          Value start = arith::IndexCastOp::create(b, l, b.getIndexType(), args[0]);
+          Value end = arith::IndexCastOp::create(b, l, b.getIndexType(), args[1]);
+          Value acc = forLoop(
+              b, l, start, end, {reduceIdentity(b, l, kind, elem)},
+              [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {
+                SmallVector<Value> at{r};
+                llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
+                Value v = tensor::ExtractOp::create(lb, ll, x.values, at);
+                Value next;
+                if (kind == ReduceKind::max)
+                  next = arith::MaximumFOp::create(lb, ll, a[0], v);
+                else if (kind == ReduceKind::min)
+                  next = arith::MinimumFOp::create(lb, ll, a[0], v);
+                else
+                  next = arith::AddFOp::create(lb, ll, a[0], v);
+                return SmallVector<Value>{next};
+              })[0];
+          Value len = arith::SubIOp::create(b, l, args[1], args[0]);
+          if (kind == ReduceKind::mean) {
+            Value lenF = arith::SIToFPOp::create(b, l, elem, len);
+            acc = arith::DivFOp::create(b, l, acc, lenF);
+          }
+          Value zero = arith::ConstantIntOp::create(b, l, b.getI64Type(), 0);
+          Value isEmpty = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, len, zero);
+          return arith::SelectOp::create(b, l, isEmpty, empty, acc);
+        });
+    Type resultType = op.getType();
+    if (auto dense = dyn_cast<RankedTensorType>(resultType)) {
+      if (out.getType() != dense)
+        out = tensor::CastOp::create(rewriter, loc, dense, out);
+      rewriter.replaceOp(op, out);
+      return success();
+    }
+    SmallVector<Value> parts(ArrayRef<Value>(x.partitions).drop_back());
+    rewriter.replaceOpWithMultiple(
+        op, {Packed{cast<RaggedTensorType>(resultType), out, parts}.flatten()});
+    return success();
+  }
+};
+
+/// Softmax groups: contiguous runs of rows over which one softmax runs.
+/// Either the segments of the innermost offsets (`[B, L(b), D]`, nested
+/// chains) or, for single-level tensors with dims before the last ragged
+/// one (`[B, L(b), L(b), H]`), runs of `E_last(b)` rows, `G(b)` per item.
+struct SoftmaxGroups {
+  Value groupOffsets; // [groups + 1] (segments) or per-item group counts' scan
+  bool perItem = false;
+  std::optional<Addressing> addressing;
+  unsigned last = 0;
+
+  /// First row and length of group `g`.
+  std::pair<Value, Value> bounds(OpBuilder &b, Location l, Value g) const {
+    if (!perItem) {
+      Value next = arith::AddIOp::create(b, l, g, constIndex(b, l, 1));
+      Value start = loadIndex(b, l, groupOffsets, g);
+      return {start, arith::SubIOp::create(b, l, loadIndex(b, l, groupOffsets, next), start)};
+    }
+    Value item = findSegment(b, l, groupOffsets, g);
+    Value q = arith::SubIOp::create(b, l, g, loadIndex(b, l, groupOffsets, item));
+    Value e = addressing->extent(b, l, last, item);
+    Value start = arith::AddIOp::create(
+        b, l, loadIndex(b, l, addressing->rowOffsets(), item),
+        arith::MulIOp::create(b, l, q, e));
+    return {start, e};
+  }
+
+  /// The group holding row `r`.
+  Value groupOf(OpBuilder &b, Location l, Value r) const {
+    if (!perItem)
+      return findSegment(b, l, groupOffsets, r);
+    Value rowOffsets = addressing->rowOffsets();
+    Value item = findSegment(b, l, rowOffsets, r);
+    Value local = arith::SubIOp::create(b, l, r, loadIndex(b, l, rowOffsets, item));
+    Value q = arith::DivUIOp::create(b, l, local, addressing->extent(b, l, last, item));
+    return arith::AddIOp::create(b, l, loadIndex(b, l, groupOffsets, item), q);
+  }
+};
+
+struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(SoftmaxOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Packed x = unpack(op.getSource(), adaptor.getSource());
+    std::string why;
+    if (failed(checkAddressable(x.type, why)))
+      return unsupported(op, why);
+    Type elem = x.type.getElementType();
+    SoftmaxGroups groups;
+    groups.last = x.type.getLastRaggedDim();
+    Value numGroups;
+    if (!x.type.isSingleLevel() || groups.last == 0) {
+      groups.groupOffsets = x.partitions.back();
+      numGroups = numSegments(rewriter, loc, groups.groupOffsets);
+    } else {
+      groups.perItem = true;
+      groups.addressing.emplace(rewriter, loc, x);
+      Value items = numSegments(rewriter, loc, x.partitions.front());
+      Value init = emptyTensor(rewriter, loc, {ShapedType::kDynamic},
+                               rewriter.getI64Type(), {items});
+      Value counts = parallelGeneric(
+          rewriter, loc, init, {}, {}, [&](OpBuilder &b, Location l, ValueRange) {
+            Value item = linalg::IndexOp::create(b, l, 0);
+            Value prod = constIndex(b, l, 1);
+            for (unsigned d = 0; d < groups.last; ++d)
+              prod = arith::MulIOp::create(b, l, prod,
+                                           groups.addressing->extent(b, l, d, item));
+            return arith::IndexCastOp::create(b, l, b.getI64Type(), prod);
+          });
+      groups.groupOffsets = exclusivePrefixSum(rewriter, loc, counts);
+      numGroups = loadIndex(rewriter, loc, groups.groupOffsets, items);
+    }
+    Value statsInit = emptyRows(rewriter, loc, numGroups, x.values);
+    unsigned rank = cast<RankedTensorType>(statsInit.getType()).getRank();
+    auto read = [&](OpBuilder &b, Location l, Value row, ArrayRef<Value> idx) {
+      SmallVector<Value> at{row};
+      llvm::append_range(at, idx.drop_front());
+      return tensor::ExtractOp::create(b, l, x.values, at);
+    };
+    // Pass 1: the max of each group; pass 2: the sum of exp(x - max).
+    Value maxima = parallelGeneric(
+        rewriter, loc, statsInit, {}, {}, [&](OpBuilder &b, Location l, ValueRange) {
+          SmallVector<Value> idx = loopIndices(b, l, rank);
+          auto [start, len] = groups.bounds(b, l, idx[0]);
+          Value end = arith::AddIOp::create(b, l, start, len);
+          return forLoop(b, l, start, end,
+                         {floatConst(b, l, elem, -std::numeric_limits<double>::infinity())},
+                         [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {
+                           return SmallVector<Value>{arith::MaximumFOp::create(
+                               lb, ll, a[0], read(lb, ll, r, idx))};
+                         })[0];
+        });
+    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
+    Value sums = parallelGeneric(
+        rewriter, loc, emptyLike(rewriter, loc, statsInit), {maxima}, {id},
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          SmallVector<Value> idx = loopIndices(b, l, rank);
+          auto [start, len] = groups.bounds(b, l, idx[0]);
+          Value end = arith::AddIOp::create(b, l, start, len);
+          return forLoop(b, l, start, end, {floatConst(b, l, elem, 0.0)},
+                         [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {
+                           Value c = arith::SubFOp::create(lb, ll, read(lb, ll, r, idx),
+                                                           args[0]);
+                           return SmallVector<Value>{arith::AddFOp::create(
+                               lb, ll, a[0], math::ExpOp::create(lb, ll, c))};
+                         })[0];
+        });
+    Value out = parallelGeneric(
+        rewriter, loc, emptyLike(rewriter, loc, x.values), {x.values}, {id},
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          SmallVector<Value> idx = loopIndices(b, l, rank);
+          SmallVector<Value> at{groups.groupOf(b, l, idx[0])};
+          llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
+          Value m = tensor::ExtractOp::create(b, l, maxima, at);
+          Value s = tensor::ExtractOp::create(b, l, sums, at);
+          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, args[0], m));
+          return arith::DivFOp::create(b, l, e, s);
+        });
+    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten()});
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// Offsets of the L(b)^2 query/key pairs of each item.
+Value pairOffsets(OpBuilder &b, Location loc, Value offsets) {
+  Value n = numSegments(b, loc, offsets);
+  auto [lo, hi] = segmentBounds(b, loc, offsets);
+  Value init = emptyTensor(b, loc, {ShapedType::kDynamic}, b.getI64Type(), {n});
+  AffineMap id = b.getMultiDimIdentityMap(1);
+  Value squares = parallelGeneric(b, loc, init, {lo, hi}, {id, id},
+                                  [](OpBuilder &nb, Location l, ValueRange a) {
+                                    Value len = arith::SubIOp::create(nb, l, a[1], a[0]);
+                                    return arith::MulIOp::create(nb, l, len, len);
+                                  });
+  return exclusivePrefixSum(b, loc, squares);
+}
+
+struct ScoresLowering : OpConversionPattern<ScoresOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ScoresOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Packed q = unpack(op.getQuery(), adaptor.getQuery());
+    Value k = adaptor.getKey().front();
+    Value offsets = q.partitions.front();
+    Value pairs = pairOffsets(rewriter, loc, offsets);
+    Value numPairs = loadIndex(rewriter, loc, pairs, numSegments(rewriter, loc, pairs));
+    auto resultType = cast<RaggedTensorType>(op.getType());
+    Type elem = resultType.getElementType();
+    Value heads = dimOf(rewriter, loc, q.values, 1);
+    Value headDim = dimOf(rewriter, loc, q.values, 2);
+    RankedTensorType outType = resultType.getValuesType();
+    SmallVector<Value> dyn{numPairs};
+    if (outType.isDynamicDim(1))
+      dyn.push_back(heads);
+    Value init = emptyTensor(rewriter, loc, outType.getShape(), elem, dyn);
+    double scale = op.getScale().convertToDouble();
+    bool causal = op.getCausal();
+    Value out = parallelGeneric(
+        rewriter, loc, init, {}, {}, [&](OpBuilder &b, Location l, ValueRange) {
+          Value p = linalg::IndexOp::create(b, l, 0);
+          Value h = linalg::IndexOp::create(b, l, 1);
+          Value item = findSegment(b, l, pairs, p);
+          Value local = arith::SubIOp::create(b, l, p, loadIndex(b, l, pairs, item));
+          Value start = loadIndex(b, l, offsets, item);
+          Value next = arith::AddIOp::create(b, l, item, constIndex(b, l, 1));
+          Value len = arith::SubIOp::create(b, l, loadIndex(b, l, offsets, next), start);
+          Value i = arith::DivUIOp::create(b, l, local, len);
+          Value j = arith::RemUIOp::create(b, l, local, len);
+          Value qi = arith::AddIOp::create(b, l, start, i);
+          Value kj = arith::AddIOp::create(b, l, start, j);
+          Value dot = forLoop(
+              b, l, constIndex(b, l, 0), headDim, {floatConst(b, l, elem, 0.0)},
+              [&](OpBuilder &lb, Location ll, Value c, ValueRange a) {
+                Value qv = tensor::ExtractOp::create(lb, ll, q.values, ValueRange{qi, h, c});
+                Value kv = tensor::ExtractOp::create(lb, ll, k, ValueRange{kj, h, c});
+                return SmallVector<Value>{arith::AddFOp::create(
+                    lb, ll, a[0], arith::MulFOp::create(lb, ll, qv, kv))};
+              })[0];
+          Value s = arith::MulFOp::create(b, l, dot, floatConst(b, l, elem, scale));
+          if (!causal)
+            return s;
+          Value future = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ugt, j, i);
+          Value ninf = floatConst(b, l, elem, -std::numeric_limits<double>::infinity());
+          return Value(arith::SelectOp::create(b, l, future, ninf, s));
+        });
+    rewriter.replaceOpWithMultiple(op, {Packed{resultType, out, {offsets}}.flatten()});
+    return success();
+  }
+};
+
+struct ApplyLowering : OpConversionPattern<ApplyOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ApplyOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value w = adaptor.getWeights().front();
+    Packed v = unpack(op.getValues(), adaptor.getValues());
+    Value offsets = v.partitions.front();
+    Value pairs = pairOffsets(rewriter, loc, offsets);
+    Type elem = v.type.getElementType();
+    Value out = parallelGeneric(
+        rewriter, loc, emptyLike(rewriter, loc, v.values), {}, {},
+        [&](OpBuilder &b, Location l, ValueRange) {
+          Value r = linalg::IndexOp::create(b, l, 0);
+          Value h = linalg::IndexOp::create(b, l, 1);
+          Value e = linalg::IndexOp::create(b, l, 2);
+          Value item = findSegment(b, l, offsets, r);
+          Value start = loadIndex(b, l, offsets, item);
+          Value next = arith::AddIOp::create(b, l, item, constIndex(b, l, 1));
+          Value end = loadIndex(b, l, offsets, next);
+          Value len = arith::SubIOp::create(b, l, end, start);
+          Value i = arith::SubIOp::create(b, l, r, start);
+          Value base = arith::AddIOp::create(b, l, loadIndex(b, l, pairs, item),
+                                             arith::MulIOp::create(b, l, i, len));
+          return forLoop(
+              b, l, constIndex(b, l, 0), len, {floatConst(b, l, elem, 0.0)},
+              [&](OpBuilder &lb, Location ll, Value j, ValueRange a) {
+                Value wij = tensor::ExtractOp::create(
+                    lb, ll, w, ValueRange{arith::AddIOp::create(lb, ll, base, j), h});
+                Value vj = tensor::ExtractOp::create(
+                    lb, ll, v.values,
+                    ValueRange{arith::AddIOp::create(lb, ll, start, j), h, e});
+                return SmallVector<Value>{arith::AddFOp::create(
+                    lb, ll, a[0], arith::MulFOp::create(lb, ll, wij, vj))};
+              })[0];
+        });
+    rewriter.replaceOpWithMultiple(op, {Packed{v.type, out, v.partitions}.flatten()});
+    return success();
+  }
+};
+
+/// attention = apply(softmax(scores(q, k)), v): a ragged-level rewrite; the
+/// three ops it creates are lowered by their own patterns.
+struct DecomposeAttention : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = cast<RaggedTensorType>(op.getType());
+    StringAttr l = type.getSymbols()[0];
+    StringAttr none = rewriter.getStringAttr("");
+    auto pairs = RaggedTensorType::get(
+        op.getContext(), type.getBatch(),
+        {RaggedTensorType::kRagged, RaggedTensorType::kRagged, type.getShape()[1]},
+        {l, l}, {none, none}, type.getElementType(), type.getEncoding());
+    Value s = ScoresOp::create(rewriter, op.getLoc(), pairs, op.getQuery(),
+                               op.getKey(), op.getScaleAttr(), op.getCausalAttr());
+    Value p = SoftmaxOp::create(rewriter, op.getLoc(), s);
+    rewriter.replaceOpWithNewOp<ApplyOp>(op, type, p, op.getValue());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Gather, concat, split
+//===----------------------------------------------------------------------===//
+
+struct GatherLowering : OpConversionPattern<GatherOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(GatherOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value table = adaptor.getTable().front();
+    Packed ids = unpack(op.getIds(), adaptor.getIds());
+    auto resultType = cast<RaggedTensorType>(op.getType());
+    Value vocab = arith::IndexCastOp::create(rewriter, loc, rewriter.getI64Type(),
+                                             dimOf(rewriter, loc, table, 0));
+    assertAll(rewriter, loc, ids.values,
+              "ragged.gather: an id lies outside [0, table rows)",
+              [&](OpBuilder &b, Location l, Value id) {
+                Value zero = arith::ConstantIntOp::create(b, l, b.getI64Type(), 0);
+                Value ge = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, id, zero);
+                Value lt = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, id, vocab);
+                return arith::AndIOp::create(b, l, ge, lt);
+              });
+    RankedTensorType outType = resultType.getValuesType();
+    SmallVector<Value> dyn{dimOf(rewriter, loc, ids.values, 0)};
+    if (outType.isDynamicDim(1))
+      dyn.push_back(dimOf(rewriter, loc, table, 1));
+    Value init = emptyTensor(rewriter, loc, outType.getShape(),
+                             outType.getElementType(), dyn);
+    AffineMap rowMap = AffineMap::get(2, 0, getAffineDimExpr(0, rewriter.getContext()));
+    Value out = parallelGeneric(
+        rewriter, loc, init, {ids.values}, {rowMap},
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Value row = arith::IndexCastOp::create(b, l, b.getIndexType(), args[0]);
+          Value col = linalg::IndexOp::create(b, l, 1);
+          return tensor::ExtractOp::create(b, l, table, ValueRange{row, col});
+        });
+    rewriter.replaceOpWithMultiple(op, {Packed{resultType, out, ids.partitions}.flatten()});
+    return success();
+  }
+};
+
+/// Rows of a new sequence tensor, each read from a source chosen in `pick`.
+Value gatherRows(OpBuilder &b, Location loc, Value offsets, Value like,
+                 function_ref<Value(OpBuilder &, Location, Value item, Value i,
+                                    ArrayRef<Value> trailing)>
+                     pick) {
+  Value rows = loadIndex(b, loc, offsets, numSegments(b, loc, offsets));
+  Value init = emptyRows(b, loc, rows, like);
+  unsigned rank = cast<RankedTensorType>(init.getType()).getRank();
+  return parallelGeneric(b, loc, init, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
+    SmallVector<Value> idx = loopIndices(nb, l, rank);
+    Value item = findSegment(nb, l, offsets, idx[0]);
+    Value i = arith::SubIOp::create(nb, l, idx[0], loadIndex(nb, l, offsets, item));
+    return pick(nb, l, item, i, ArrayRef<Value>(idx).drop_front());
+  });
+}
+
+Value readRow(OpBuilder &b, Location loc, Value values, Value row,
+              ArrayRef<Value> trailing) {
+  SmallVector<Value> at{row};
+  llvm::append_range(at, trailing);
+  return tensor::ExtractOp::create(b, loc, values, at);
+}
+
+struct ConcatLowering : OpConversionPattern<ConcatOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ConcatOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Packed a = unpack(op.getLhs(), adaptor.getLhs());
+    Packed c = unpack(op.getRhs(), adaptor.getRhs());
+    Value offA = a.partitions.front(), offC = c.partitions.front();
+    Value sameBatch = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
+                                            dimOf(rewriter, loc, offA, 0),
+                                            dimOf(rewriter, loc, offC, 0));
+    cf::AssertOp::create(rewriter, loc, sameBatch,
+                         "ragged.concat: the operands' batch sizes differ");
+    AffineMap id = rewriter.getMultiDimIdentityMap(1);
+    Value offsets = parallelGeneric(
+        rewriter, loc, emptyLike(rewriter, loc, offA), {offA, offC}, {id, id},
+        [](OpBuilder &b, Location l, ValueRange x) {
+          return arith::AddIOp::create(b, l, x[0], x[1]);
+        });
+    Type elem = a.type.getElementType();
+    Value out = gatherRows(
+        rewriter, loc, offsets, a.values,
+        [&](OpBuilder &b, Location l, Value item, Value i, ArrayRef<Value> t) {
+          Value next = arith::AddIOp::create(b, l, item, constIndex(b, l, 1));
+          Value startA = loadIndex(b, l, offA, item);
+          Value lenA = arith::SubIOp::create(b, l, loadIndex(b, l, offA, next), startA);
+          Value inA = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, lenA);
+          auto ifOp = scf::IfOp::create(
+              b, l, inA,
+              [&](OpBuilder &tb, Location tl) {
+                Value row = arith::AddIOp::create(tb, tl, startA, i);
+                scf::YieldOp::create(tb, tl, readRow(tb, tl, a.values, row, t));
+              },
+              [&](OpBuilder &eb, Location el) {
+                Value row = arith::AddIOp::create(
+                    eb, el, loadIndex(eb, el, offC, item),
+                    arith::SubIOp::create(eb, el, i, lenA));
+                scf::YieldOp::create(eb, el, readRow(eb, el, c.values, row, t));
+              });
+          (void)elem;
+          return ifOp.getResult(0);
+        });
+    rewriter.replaceOpWithMultiple(
+        op, {Packed{cast<RaggedTensorType>(op.getType()), out, {offsets}}.flatten()});
+    return success();
+  }
+};
+
+struct SplitLowering : OpConversionPattern<SplitOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(SplitOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Packed x = unpack(op.getSource(), adaptor.getSource());
+    Value lengths = adaptor.getLengths().front();
+    Value offsets = x.partitions.front();
+    auto [lo, hi] = segmentBounds(rewriter, loc, offsets);
+    Value sameBatch = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::eq, dimOf(rewriter, loc, lengths, 0),
+        numSegments(rewriter, loc, offsets));
+    cf::AssertOp::create(rewriter, loc, sameBatch,
+                         "ragged.split: lengths must have one entry per item");
+    AffineMap id = rewriter.getMultiDimIdentityMap(1);
+    // Clamp into [0, L(b)] so reads stay in bounds, and check it was a no-op.
+    Value tailLengths = parallelGeneric(
+        rewriter, loc, emptyLike(rewriter, loc, lengths), {lengths, lo, hi},
+        {id, id, id}, [](OpBuilder &b, Location l, ValueRange a) {
+          Value len = arith::SubIOp::create(b, l, a[2], a[1]);
+          return arith::SubIOp::create(b, l, len, a[0]);
+        });
+    Value both = parallelGeneric(
+        rewriter, loc, emptyLike(rewriter, loc, lengths), {lengths, tailLengths},
+        {id, id}, [](OpBuilder &b, Location l, ValueRange a) {
+          return arith::MinSIOp::create(b, l, a[0], a[1]);
+        });
+    assertAll(rewriter, loc, both,
+              "ragged.split: lengths must lie in [0, L(b)]",
+              [](OpBuilder &b, Location l, Value v) {
+                Value zero = arith::ConstantIntOp::create(b, l, b.getI64Type(), 0);
+                return arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, v, zero);
+              });
+    Value headOffsets = exclusivePrefixSum(rewriter, loc, lengths);
+    Value tailOffsets = exclusivePrefixSum(rewriter, loc, tailLengths);
+    Value head = gatherRows(
+        rewriter, loc, headOffsets, x.values,
+        [&](OpBuilder &b, Location l, Value item, Value i, ArrayRef<Value> t) {
+          Value row = arith::AddIOp::create(b, l, loadIndex(b, l, offsets, item), i);
+          return readRow(b, l, x.values, row, t);
+        });
+    Value tail = gatherRows(
+        rewriter, loc, tailOffsets, x.values,
+        [&](OpBuilder &b, Location l, Value item, Value i, ArrayRef<Value> t) {
+          Value skip = loadIndex(b, l, lengths, item);
+          Value row = arith::AddIOp::create(
+              b, l, loadIndex(b, l, offsets, item), arith::AddIOp::create(b, l, skip, i));
+          return readRow(b, l, x.values, row, t);
+        });
+    rewriter.replaceOpWithMultiple(
+        op, {Packed{cast<RaggedTensorType>(op.getHead().getType()), head, {headOffsets}}.flatten(),
+             Packed{cast<RaggedTensorType>(op.getTail().getType()), tail, {tailOffsets}}.flatten()});
+    return success();
+  }
+};
+
+} // namespace
+
 void mlir::ragged::populateRaggedComputeToLinalgPatterns(
-    const TypeConverter &converter, RewritePatternSet &patterns) {}
+    const TypeConverter &converter, RewritePatternSet &patterns) {
+  patterns.add<UnaryLowering, BinaryLowering, MatmulLowering, LayerNormLowering,
+               ReduceLowering, SoftmaxLowering, ScoresLowering, ApplyLowering,
+               GatherLowering, ConcatLowering, SplitLowering>(
+      converter, patterns.getContext());
+  patterns.add<DecomposeAttention>(patterns.getContext());
+}

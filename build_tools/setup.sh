@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Sets up a development tree from nothing but Python 3.11 and a C++ compiler:
+# a virtual environment with the pinned SDK and runtime wheels (.venv), then a
+# CMake/Ninja build of the dialect, ragged-opt and the Python package (build/).
+# Re-running it only rebuilds what changed.
+#   WITH_TEST_DEPS=1  also installs lit, pytest, torch and torch-mlir.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+python="${PYTHON:-python3}"
+jobs="${JOBS:-2}"
+
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+fi
+. .venv/bin/activate
+pip install -q --disable-pip-version-check -r build_tools/requirements.txt
+if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then
+  pip install -q --disable-pip-version-check -r build_tools/requirements-test.txt
+fi
+
+site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if [ ! -f build/build.ninja ]; then
+  cmake -G Ninja -S . -B build \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DMLIR_DIR="$site/mlir/lib/cmake/mlir" \
+    -DLLVM_DIR="$site/llvm/lib/cmake/llvm" \
+    -DLLVM_EXTERNAL_LIT="$root/.venv/bin/lit" \
+    -DPython3_EXECUTABLE="$root/.venv/bin/python" \
+    -Dnanobind_DIR="$(python -m nanobind --cmake_dir)"
+fi
+cmake --build build -j "$jobs"
+echo "ragged-mlir built: build/bin/ragged-opt, Python package in build/python_packages"
