@@ -121,8 +121,16 @@ LogicalResult ToPaddedOp::verify() {
     return emitOpError() << "padding value type " << getPadding().getType()
                          << " does not match element type "
                          << type.getElementType();
-  return verifyPaddedType(*this, type,
-                          cast<RankedTensorType>(getResult().getType()));
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (failed(verifyPaddedType(*this, type, result)))
+    return failure();
+  for (unsigned d = 0; d < type.getItemRank(); ++d)
+    if (type.isRaggedDim(d) && !result.isDynamicDim(d + 1))
+      return emitOpError() << "padded dim " << d + 1
+                           << " is ragged and takes the largest extent at run "
+                              "time, so it must be '?', got "
+                           << result.getDimSize(d + 1);
+  return success();
 }
 
 LogicalResult FromPaddedOp::verify() {
@@ -138,7 +146,10 @@ LogicalResult FromPaddedOp::verify() {
 
 LogicalResult MaskOp::verify() {
   auto type = cast<RaggedTensorType>(getSource().getType());
-  auto mask = cast<RankedTensorType>(getMask().getType());
+  auto mask = dyn_cast<RankedTensorType>(getMask().getType());
+  if (!mask)
+    return emitOpError() << "mask must be a ranked tensor, got "
+                         << getMask().getType();
   int64_t expected = type.getSymbols().size() + 1;
   if (mask.getRank() != expected)
     return emitOpError() << "mask must have rank " << expected
@@ -167,6 +178,17 @@ LogicalResult MatchOp::verify() {
         backward.try_emplace(r, s).first->second != s)
       return emitOpError() << "symbols of " << source << " and " << reference
                            << " do not correspond one to one";
+  for (auto [sp, rp] : llvm::zip_equal(source.getParents(), reference.getParents()))
+    if (sp.getValue().empty() != rp.getValue().empty() ||
+        (!sp.getValue().empty() && forward.lookup(sp) != rp))
+      return emitOpError() << "nesting of " << source << " and " << reference
+                           << " differs";
+  if (!compatibleExtent(source.getBatch(), reference.getBatch()))
+    return emitOpError() << "batch sizes of " << source << " and " << reference
+                         << " differ";
+  if (source.getEncoding() != reference.getEncoding())
+    return emitOpError() << "encodings of " << source << " and " << reference
+                         << " differ";
   RaggedTensorType expected = reference.withElementType(source.getElementType());
   if (result != expected)
     return emitOpError() << "result must be " << expected << ", got " << result;

@@ -63,10 +63,16 @@ Type RaggedTensorType::parse(AsmParser &parser) {
       continue;
     }
     int64_t size;
+    SMLoc sizeLoc = parser.getCurrentLocation();
     OptionalParseResult intResult = parser.parseOptionalInteger(size);
     if (intResult.has_value()) {
       if (failed(*intResult))
         return {};
+      if (size < 0) {
+        parser.emitError(sizeLoc, "dense dims must be non-negative or '?', got ")
+            << size;
+        return {};
+      }
       shape.push_back(size);
       continue;
     }
@@ -137,7 +143,8 @@ RaggedTensorType::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "batch size must be non-negative or '?', got "
                        << batch;
   if (!elementType.isIntOrIndexOrFloat())
-    return emitError() << "element type must be an integer or float type, got "
+    return emitError() << "element type must be an integer, index or float "
+                          "type, got "
                        << elementType;
   unsigned numRagged = llvm::count(shape, kRagged);
   if (numRagged == 0)
@@ -205,9 +212,10 @@ RankedTensorType RaggedTensorType::getValuesType() const {
 
 RankedTensorType
 RaggedTensorType::getPartitionType(StringAttr symbol) const {
+  // n + 1 offsets, or n lengths, for the n outer items.
   int64_t size = ShapedType::kDynamic;
   if (!getParent(symbol) && !ShapedType::isDynamic(getBatch()))
-    size = getBatch() + 1;
+    size = getBatch() + (getEncoding() == Encoding::offsets ? 1 : 0);
   return RankedTensorType::get({size}, IntegerType::get(getContext(), 64));
 }
 

@@ -51,6 +51,22 @@ struct ConvertRaggedToLinalgPass
     target.addDynamicallyLegalOp<func::ReturnOp, func::CallOp>(
         [&](Operation *op) { return converter.isLegal(op); });
 
+    // Only the offsets encoding has a lowering; say so where it is used.
+    WalkResult encodings = getOperation().walk([](Operation *op) {
+      for (Type t : llvm::concat<const Type>(op->getOperandTypes(),
+                                             op->getResultTypes()))
+        if (auto r = dyn_cast<RaggedTensorType>(t);
+            r && r.getEncoding() != Encoding::offsets) {
+          op->emitOpError() << "cannot be lowered: " << r
+                            << " uses the '" << stringifyEncoding(r.getEncoding())
+                            << "' encoding; only 'offsets' is lowered";
+          return WalkResult::interrupt();
+        }
+      return WalkResult::advance();
+    });
+    if (encodings.wasInterrupted())
+      return signalPassFailure();
+
     RewritePatternSet patterns(ctx);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);

@@ -232,6 +232,9 @@ struct FromPaddedLowering : OpConversionPattern<FromPaddedOp> {
           return tensor::ExtractOp::create(b, l, padded, at);
         });
     (void)paddedType;
+    for (auto [partition, symbol] :
+         llvm::zip_equal(packed.partitions, type.getDistinctSymbols()))
+      partition = castTo(rewriter, loc, partition, type.getPartitionType(symbol));
     rewriter.replaceOpWithMultiple(op, {packed.flatten()});
     return success();
   }

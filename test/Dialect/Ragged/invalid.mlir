@@ -47,12 +47,12 @@ func.func private @negative_batch(!ragged.tensor<-2, [L], f32>)
 
 // -----
 
-// expected-error @+1 {{element type must be an integer or float type, got 'complex<f32>'}}
+// expected-error @+1 {{element type must be an integer, index or float type, got 'complex<f32>'}}
 func.func private @complex_element(!ragged.tensor<?, [L], complex<f32>>)
 
 // -----
 
-// expected-error @+1 {{element type must be an integer or float type, got 'vector<4xf32>'}}
+// expected-error @+1 {{element type must be an integer, index or float type, got 'vector<4xf32>'}}
 func.func private @vector_element(!ragged.tensor<?, [L], vector<4xf32>>)
 
 // -----
