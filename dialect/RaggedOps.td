@@ -99,7 +99,8 @@ def Ragged_FromPaddedOp : Ragged_Op<"from_padded"> {
     tensor `[batch]` per distinct symbol of the result type gives each item's
     extent. Slots past the lengths are dropped.
 
-    Invariant relied on: `0 <= lengths[b] <=` the padded extent.
+    Checked at run time: each `lengths` has one entry per padded item and
+    `0 <= lengths[b] <=` the padded extent; otherwise the call fails.
 
     ```mlir
     %x = ragged.from_padded %p lengths(%len) : tensor<?x?x384xf32>, tensor<?xi64>
@@ -160,8 +161,9 @@ def Ragged_MatchOp : Ragged_Op<"match"> {
 def Ragged_UnaryOp : Ragged_Op<"unary", [AllTypesMatch<["source", "result"]>]> {
   let summary = "Elementwise unary function on the real elements";
   let description = [{
-    Applies `fn` (neg, exp, log, tanh, relu, gelu (tanh form), sqrt, rsqrt,
-    abs, sigmoid) to every real element. The result has the source's type.
+    Applies `fn` (neg, exp, log, tanh, relu, gelu, sqrt, rsqrt, abs, sigmoid)
+    to every real element; `gelu` is the exact form `0.5 x (1 + erf(x / √2))`
+    of `torch.nn.GELU()`. The result has the source's type.
     Lowered as one dense `linalg.generic` over the packed values: no padding
     is touched.
 

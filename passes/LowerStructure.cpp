@@ -194,13 +194,17 @@ struct FromPaddedLowering : OpConversionPattern<FromPaddedOp> {
                                b, l, arith::CmpIPredicate::sle, len, extent);
                            return arith::AndIOp::create(b, l, lo, hi);
                          });
-      ok = arith::AndIOp::create(rewriter, loc, ok, fits);
+      Value count = arith::CmpIOp::create(
+          rewriter, loc, arith::CmpIPredicate::eq,
+          dimOf(rewriter, loc, lengths.front(), 0), dimOf(rewriter, loc, padded, 0));
+      ok = arith::AndIOp::create(rewriter, loc, ok,
+                                 arith::AndIOp::create(rewriter, loc, fits, count));
       packed.partitions.push_back(
           exclusivePrefixSum(rewriter, loc, lengths.front()));
     }
     cf::AssertOp::create(rewriter, loc, ok,
-                         "ragged.from_padded: lengths must lie in [0, padded "
-                         "extent]");
+                         "ragged.from_padded: lengths must have one entry per "
+                         "padded item and lie in [0, padded extent]");
     Addressing addressing(rewriter, loc, packed);
     Value rowOffsets = addressing.rowOffsets();
     Value rows = loadIndex(rewriter, loc, rowOffsets,

@@ -43,6 +43,29 @@ def check_offsets(name: str, offsets, rows: Optional[int] = None) -> np.ndarray:
     return arr
 
 
+def _check_layout(layout: tuple, num_partitions: int) -> None:
+    if not any(isinstance(d, tuple) for d in layout):
+        raise ValueError(f"layout: expected at least one ragged dim (p,), got {layout!r}")
+    for i, d in enumerate(layout):
+        if isinstance(d, tuple):
+            if len(d) != 1 or not isinstance(d[0], int) or not 0 <= d[0] < num_partitions:
+                raise ValueError(f"layout[{i}]: expected (p,) with 0 <= p < {num_partitions}, got {d!r}")
+        elif not isinstance(d, (int, np.integer)) or d < 0:
+            raise ValueError(f"layout[{i}]: expected a dense size >= 0 or (p,), got {d!r}")
+
+
+def _extents(partitions, layout) -> list:
+    """Per-item extent of each item dim of a single-level layout."""
+    n = partitions[0].size - 1
+    return [np.diff(partitions[d[0]]) if isinstance(d, tuple) else np.full(n, d, np.int64) for d in layout]
+
+
+def _rows(partitions, layout) -> int:
+    if layout is None:
+        return int(partitions[-1][-1])
+    return int(np.prod(_extents(partitions, layout), axis=0, dtype=np.int64).sum())
+
+
 class RaggedArray:
     """A ragged batch in packed form.
 
@@ -53,7 +76,18 @@ class RaggedArray:
     ragged in two dims. Inputs are never modified.
     """
 
-    def __init__(self, values, partitions, *, ragged_dims: int = 1, _checked: bool = False):
+    def __init__(self, values, partitions, *, layout: Optional[Sequence] = None, _checked: bool = False):
+        """``values``: ``[rows, trailing dense dims...]``; ``partitions``: one
+        int64 offsets array per ragged level or symbol.
+
+        ``layout`` says how the partitions shape each item, dim by dim up to
+        the last ragged dim: ``None`` (the default) means nested levels, one
+        ragged dim each (``[B, L(b)]``, ``[B, S(b), T(b, s)]``); a tuple
+        describes a single-level item whose entries are ``(p,)`` for a ragged
+        dim whose extents are partition ``p`` and ints for dense dims:
+        ``((0,), (1,))`` for images ``H(b) x W(b)``, ``((0,), (0,))`` for
+        attention scores ``L(b) x L(b)``, ``(12, (0,))`` for ``12 x L(b)``.
+        """
         values = np.asarray(values)
         if values.ndim < 1:
             raise TypeError(f"values: expected an array of rank >= 1 ([rows, ...]), got shape {values.shape}")
@@ -64,13 +98,16 @@ class RaggedArray:
         partitions = list(partitions)
         if not partitions:
             raise ValueError("partitions: expected at least one offsets array")
+        if layout is not None:
+            layout = tuple(tuple(d) if isinstance(d, (tuple, list)) else d for d in layout)
+            _check_layout(layout, len(partitions))
         if not _checked:
             checked = []
             for i, p in enumerate(partitions):
                 name = "offsets" if len(partitions) == 1 else f"partitions[{i}]"
                 checked.append(check_offsets(name, p))
             partitions = checked
-            if ragged_dims == 1:
+            if layout is None:
                 # Nested levels chain: each level's last offset counts the
                 # items of the next one; the innermost counts rows.
                 for i in range(len(partitions) - 1):
@@ -80,31 +117,47 @@ class RaggedArray:
                             f"partitions[{i + 1}]: expected {int(outer[-1]) + 1} offsets "
                             f"(the last offset of partitions[{i}] plus one), got {inner.size}"
                         )
-                if partitions[-1][-1] != values.shape[0]:
-                    name = "offsets" if len(partitions) == 1 else f"partitions[{len(partitions) - 1}]"
-                    raise ValueError(
-                        f"{name}: the last offset must equal the number of rows of values "
-                        f"({values.shape[0]}), got {int(partitions[-1][-1])}"
-                    )
+            else:
+                for i, p in enumerate(partitions[1:], 1):
+                    if p.size != partitions[0].size:
+                        raise ValueError(
+                            f"partitions[{i}]: a single-level layout needs one offsets array per symbol "
+                            f"with {partitions[0].size} entries (batch + 1), got {p.size}"
+                        )
+            rows = _rows(partitions, layout)
+            if layout is None and rows != values.shape[0]:
+                name = "offsets" if len(partitions) == 1 else f"partitions[{len(partitions) - 1}]"
+                raise ValueError(
+                    f"{name}: the last offset must equal the number of rows of values "
+                    f"({values.shape[0]}), got {rows}"
+                )
+            if rows != values.shape[0]:
+                raise ValueError(
+                    f"values: the partitions describe {rows} rows, got {values.shape[0]} "
+                    f"(values shape {values.shape})"
+                )
         self.values = values
         self.partitions = partitions
-        self.ragged_dims = ragged_dims
+        self.layout = layout
 
     # -- construction ------------------------------------------------------
     @classmethod
-    def from_list(cls, items: Iterable, dtype=None) -> "RaggedArray":
-        """Items of shape ``[L_i, d...]`` (same ``d...``) -> a batch ragged in dim 1."""
+    def from_list(cls, items: Iterable, dtype=None, trailing_shape: Sequence[int] = ()) -> "RaggedArray":
+        """Items of shape ``[L_i, d...]`` (same ``d...``) -> a batch ragged in
+        dim 1. ``trailing_shape`` and ``dtype`` shape an empty list."""
         items = [np.asarray(x, dtype=dtype) for x in items]
-        return cls._pack(items, "items")
+        return cls._pack(items, [f"items[{i}]" for i in range(len(items))], dtype, trailing_shape)
 
     @classmethod
-    def from_nested(cls, docs: Iterable[Iterable], dtype=None) -> "RaggedArray":
-        """Lists of items ``[T_ij, d...]`` -> a batch ragged in two nested dims."""
+    def from_nested(cls, docs: Iterable[Iterable], dtype=None, trailing_shape: Sequence[int] = ()) -> "RaggedArray":
+        """Lists of items ``[T_ij, d...]`` -> a batch ragged in two nested
+        dims. ``trailing_shape`` and ``dtype`` shape a batch without items."""
         docs = [[np.asarray(x, dtype=dtype) for x in doc] for doc in docs]
         outer = np.zeros(len(docs) + 1, np.int64)
         np.cumsum([len(d) for d in docs], out=outer[1:])
         flat = [x for d in docs for x in d]
-        inner = cls._pack(flat, "docs", template=docs)
+        names = [f"docs[{i}][{j}]" for i, d in enumerate(docs) for j in range(len(d))]
+        inner = cls._pack(flat, names, dtype, trailing_shape)
         return cls(inner.values, [outer, inner.partitions[0]])
 
     @classmethod
@@ -130,16 +183,16 @@ class RaggedArray:
             if items
             else np.zeros((0,) + trailing, dtype or np.float32)
         )
-        return cls(values, [heights, widths], ragged_dims=2, _checked=True)
+        return cls(values, [heights, widths], layout=((0,), (1,)), _checked=True)
 
     @classmethod
-    def _pack(cls, items, name, template=None) -> "RaggedArray":
-        for i, x in enumerate(items):
+    def _pack(cls, items, names, dtype, trailing_shape) -> "RaggedArray":
+        for name, x in zip(names, items):
             if x.ndim < 1:
-                raise ValueError(f"{name}[{i}]: expected rank >= 1 ([length, ...]), got a scalar")
+                raise ValueError(f"{name}: expected rank >= 1 ([length, ...]), got a scalar")
             if x.shape[1:] != items[0].shape[1:] or x.dtype != items[0].dtype:
                 raise ValueError(
-                    f"{name}[{i}]: trailing dims and dtype must match the first item "
+                    f"{name}: trailing dims and dtype must match the first item "
                     f"({items[0].shape[1:]}, {items[0].dtype}), got {x.shape[1:]}, {x.dtype}"
                 )
         offsets = np.zeros(len(items) + 1, np.int64)
@@ -147,7 +200,7 @@ class RaggedArray:
         if items:
             values = np.concatenate(items)
         else:
-            values = np.zeros((0,), np.float32)
+            values = np.zeros((0, *trailing_shape), dtype or np.float32)
         return cls(values, [offsets], _checked=True)
 
     # -- views -------------------------------------------------------------
@@ -165,12 +218,12 @@ class RaggedArray:
 
     def to_list(self) -> list:
         """Items as a list of arrays (nested lists for nested batches)."""
-        if self.ragged_dims == 2:
-            h, w = self.partitions
-            starts = np.concatenate([[0], np.cumsum(np.diff(h) * np.diff(w))])
+        if self.layout is not None:
+            extents = _extents(self.partitions, self.layout)
+            starts = np.concatenate([[0], np.cumsum(np.prod(extents, axis=0, dtype=np.int64))])
             tail = self.values.shape[1:]
             return [
-                self.values[starts[b] : starts[b + 1]].reshape((h[b + 1] - h[b], w[b + 1] - w[b]) + tail)
+                self.values[starts[b] : starts[b + 1]].reshape(tuple(int(e[b]) for e in extents) + tail)
                 for b in range(self.batch_size)
             ]
         inner = self.partitions[-1]

@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from .array import RaggedArray, check_offsets
+from .array import RaggedArray, _rows, check_offsets
 
 __all__ = [
     "CompileError",
@@ -375,15 +375,21 @@ class CompiledFunction:
                 n = len(desc["symbols"])
                 values, parts = host[k], host[k + 1 : k + 1 + n]
                 k += 1 + n
-                results.append(RaggedArray(values, list(parts), ragged_dims=_ragged_dims_of(desc), _checked=True))
+                results.append(RaggedArray(values, list(parts), layout=_layout_of(desc), _checked=True))
             else:
                 results.append(host[k])
                 k += 1
         return results[0] if len(results) == 1 else tuple(results)
 
 
-def _ragged_dims_of(desc) -> int:
-    return sum(1 for d in desc["dims"] if isinstance(d, dict) and not d["parent"])
+def _layout_of(desc) -> Optional[tuple]:
+    """The RaggedArray layout of a ragged type (None for nested levels)."""
+    dims = desc["dims"]
+    ragged = [d for d in dims if isinstance(d, dict)]
+    if any(d["parent"] for d in ragged) or (len(ragged) == 1 and isinstance(dims[0], dict)):
+        return None
+    last = max(i for i, d in enumerate(dims) if isinstance(d, dict))
+    return tuple((desc["symbols"].index(d["symbol"]),) if isinstance(d, dict) else d for d in dims[: last + 1])
 
 
 def _check_dense(name: str, arg, desc) -> np.ndarray:
@@ -399,7 +405,8 @@ def _check_dense(name: str, arg, desc) -> np.ndarray:
     for d, (have, need) in enumerate(zip(arr.shape, shape)):
         if need is not None and have != need:
             raise ValueError(f"{name}: dim {d} must be {need} for {desc['type']}, got {have}")
-    return np.ascontiguousarray(arr)
+    # np.ascontiguousarray would turn a rank-0 array into rank 1.
+    return np.require(arr, requirements="C")
 
 
 def _flatten_ragged(name: str, arg, desc, bound) -> list[np.ndarray]:
@@ -442,7 +449,7 @@ def _flatten_ragged(name: str, arg, desc, bound) -> list[np.ndarray]:
                 raise ValueError(f"{name}: offsets of {s} have {p.size} entries, offsets of {symbols[0]} have {first.size}")
         if expected is not None and p.size != expected:
             raise ValueError(f"{name}: offsets of {s} must have {int(expected)} entries, got {p.size}")
-    rows = _expected_rows(dims, parts, last)
+    rows = _rows([parts[s] for s in symbols], _layout_of(desc))
     if values.shape[0] != rows:
         raise ValueError(f"{name}: the partitions describe {rows} rows of values, got {values.shape[0]}")
     for s in symbols:
@@ -452,20 +459,4 @@ def _flatten_ragged(name: str, arg, desc, bound) -> list[np.ndarray]:
                 f"(the types share the symbol), but the offsets differ"
             )
         bound.setdefault(s, (name, parts[s]))
-    return [np.ascontiguousarray(values)] + [parts[s] for s in symbols]
-
-
-def _expected_rows(dims, parts, last) -> int:
-    ragged = [d for d in dims if isinstance(d, dict)]
-    if any(d["parent"] for d in ragged):
-        return int(parts[ragged[-1]["symbol"]][-1])
-    extents = []
-    for d in dims[: last + 1]:
-        if isinstance(d, dict):
-            extents.append(np.diff(parts[d["symbol"]]))
-        else:
-            extents.append(np.int64(d))
-    prod = np.ones_like(extents[0] if isinstance(extents[0], np.ndarray) else np.diff(parts[ragged[0]["symbol"]]))
-    for e in extents:
-        prod = prod * e
-    return int(prod.sum())
+    return [np.require(values, requirements="C")] + [parts[s] for s in symbols]

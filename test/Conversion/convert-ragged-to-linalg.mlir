@@ -151,8 +151,8 @@ func.func @to_padded_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) -> tenso
 
 // -----
 
-// from_padded: a reduction checks 0 <= lengths <= padded extent and feeds a
-// cf.assert; a prefix sum turns lengths into offsets; one parallel generic
+// from_padded: a reduction checks 0 <= lengths <= padded extent, a compare
+// checks one length per padded item, and both feed a cf.assert; a prefix sum turns lengths into offsets; one parallel generic
 // over the rows finds each row's item by binary search (scf.while) and reads
 // the padded tensor.
 // CHECK-LABEL: func.func @from_padded
@@ -165,11 +165,13 @@ func.func @to_padded_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) -> tenso
 // CHECK:           arith.cmpi sle, %[[IN]], %[[EXT64]] : i64
 // CHECK:           linalg.yield %{{.*}} : i1
 // CHECK:         %[[OK:.*]] = tensor.extract %[[FITS]][] : tensor<i1>
-// CHECK:         %[[COND:.*]] = arith.andi %{{.*}}, %[[OK]] : i1
+// CHECK:         %[[COUNT:.*]] = arith.cmpi eq
+// CHECK:         %[[BOTH:.*]] = arith.andi %[[OK]], %[[COUNT]] : i1
+// CHECK:         %[[COND:.*]] = arith.andi %{{.*}}, %[[BOTH]] : i1
 // CHECK:         %[[OFFS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[LEN]]
-// CHECK:         cf.assert %[[COND]], "ragged.from_padded: lengths must lie in [0, padded extent]"
+// CHECK:         cf.assert %[[COND]], "ragged.from_padded: lengths must have one entry per padded item and lie in [0, padded extent]"
 // CHECK:         %[[INIT:.*]] = tensor.empty(%{{.*}}) : tensor<?x4xf32>
 // CHECK:         %[[VALS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs(%[[INIT]] : tensor<?x4xf32>)
 // CHECK:           %[[ROW:.*]] = linalg.index 0 : index

@@ -312,18 +312,10 @@ def test_gather_out_of_range_id(api, bad_id):
 @pytest.mark.parametrize("bad", [[4, 1], [1, -1]], ids=["too_long", "negative"])
 def test_from_padded_length_out_of_bounds(api, bad):
     padded = np.ones((2, 3, 8), F32)
-    with pytest.raises(RuntimeError, match=r"ragged\.from_padded: lengths must lie in \[0, padded extent\]"):
+    with pytest.raises(RuntimeError, match=r"ragged\.from_padded: lengths must have one entry per padded item and lie in \[0, padded extent\]"):
         api.fp(padded, np.array(bad, np.int64))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,  # DID NOT RAISE
-    reason="library bug: from_padded does not check that `lengths` has one entry per "
-    "item of the padded batch; fp(ones((2,3,8)), [1]) silently returns a batch of 1 "
-    "(item 1 dropped) and fp(ones((2,3,8)), [1,2,3]) returns a batch of 3 with 6 rows, "
-    "reading past the padded tensor",
-)
 @pytest.mark.parametrize("bad", [[1], [1, 2, 3]], ids=["fewer", "more"])
 def test_from_padded_lengths_count_must_match_batch(api, bad):
     with pytest.raises(RuntimeError, match=r"ragged\.from_padded"):
@@ -354,26 +346,11 @@ def test_concat_batch_mismatch(api, rng, x):
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="library bug: a rank-0 dense argument (tensor<f32>) cannot be passed: "
-    "_check_dense calls np.ascontiguousarray, which turns a 0-d array into shape (1,), "
-    "and IREE fails with ValueError 'input2 shape rank mismatch; expected 0 (scalar) "
-    "but have 1'",
-)
 def test_rank0_dense_argument(api, x):
     out = api.scal(x, np.array(2.0, F32))
     np.testing.assert_array_equal(out.values, 2 * x.values)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="library bug: a [B, L(b), L(b), H] result (ragged.scores) comes back with "
-    "ragged_dims=2 and one partition; RaggedArray.to_list() then treats it as an image "
-    "and raises 'ValueError: not enough values to unpack (expected 2, got 1)'",
-)
 def test_scores_result_to_list(api, rng):
     lengths = [2, 0, 3]
     q, k = batch(rng, lengths, (2, 4)), batch(rng, lengths, (2, 4))
@@ -397,13 +374,6 @@ def test_from_images_trailing_dims_differ():
         RaggedArray.from_images([np.ones((1, 4, 3), F32), np.ones((2, 4, 2), F32)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,  # the message does not match
-    reason="unclear message: from_nested names the flattened sentence index; for "
-    "docs=[[a(1,4), b(2,4)], [c(1,5)]] it says 'docs[2]: ...' although there are only "
-    "2 docs (the culprit is docs[1][0])",
-)
 def test_from_nested_trailing_dims_differ_names_the_item():
     docs = [[np.ones((1, 4), F32), np.ones((2, 4), F32)], [np.ones((1, 5), F32)]]
     with pytest.raises(ValueError, match=r"docs\[1\]\[0\]"):

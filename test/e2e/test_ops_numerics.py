@@ -21,9 +21,7 @@ Tolerances (``np.testing.assert_allclose``, fp32 results against fp64):
 * exp-heavy ops (softmax, attention and the transcendental unary fns exp,
   tanh, sigmoid): ``rtol=1e-4, atol=1e-5`` (IREE evaluates them with
   polynomial approximations of a few ulps).
-* gelu: ``atol=1e-3`` in the sweep (the lowering computes the erf form, the
-  op documents the tanh form; they differ by < 5e-4), and the exact tanh form
-  at ``EXP_TOL`` in ``test_gelu_tanh_form``, an xfail pinning that bug.
+* gelu (exact erf form, as torch.nn.GELU()): ``EXP_TOL``.
 * max / min reductions: exact (they pick one of the inputs).
 
 Compile count: one module per section, compiled once per session through
@@ -105,8 +103,13 @@ def ref_softmax(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+_erf = np.vectorize(math.erf, otypes=[F64])
+
+
 def ref_gelu(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    """Exact GELU, as torch.nn.GELU(): 0.5 x (1 + erf(x / sqrt 2))."""
+    x = np.asarray(x, F64)
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))) if x.size else x.copy()
 
 
 UNARY_REF = {
@@ -198,23 +201,11 @@ def test_unary(ew, rng, ragged, lengths, fn):
     out = getattr(ew, f"u_{fn}")(x)
     ref = [UNARY_REF[fn](v) for v in f64(items)]
     tol = EXP_TOL if fn in EXP_HEAVY else TOL
-    if fn == "gelu":
-        # Layout check only: the lowering computes the erf form, which differs
-        # from the documented tanh form by < 5e-4; test_gelu_tanh_form (xfail)
-        # pins the exact form.
-        tol = dict(rtol=0, atol=1e-3)
     assert_ragged_close(out, ref, lengths, **tol)
     np.testing.assert_array_equal(x.values, before)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="library bug: RaggedOps.td documents gelu as the tanh form "
-    "0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))) but the lowering computes the erf form "
-    "0.5x(1+erf(x/sqrt(2))); at x=-3 it returns -0.0040496 (erf form) instead of -0.0036374",
-)
-def test_gelu_tanh_form(ew):
+def test_gelu_erf_form(ew):
     x = np.linspace(-4, 4, 8 * 5).astype(F32).reshape(5, 8)
     out = ew.u_gelu(RaggedArray.from_list([x[:2], x[2:]]))
     np.testing.assert_allclose(out.values, ref_gelu(np.asarray(x, F64)), **EXP_TOL)
@@ -601,7 +592,7 @@ def test_apply(attn, rng, ragged, lengths):
     o = offsets_of([n * n for n in lengths])
     pv = rng.uniform(0, 1, (int(o[-1]), 2)).astype(F32)
     # A [B, L, L, H] batch: one shared partition L, L(b)^2 * H values per item.
-    p = RaggedArray(pv, [offsets_of(lengths)], ragged_dims=2)
+    p = RaggedArray(pv, [offsets_of(lengths)], layout=((0,), (0,)))
     out = attn.ap(p, v)
     ref = [ref_apply(np.asarray(pv[o[b] : o[b + 1]], F64).reshape(n, n, 2), vv) for b, (n, vv) in enumerate(zip(lengths, f64(vs)))]
     assert_ragged_close(out, ref, lengths, **sum_tol(max(lengths)))

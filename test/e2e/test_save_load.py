@@ -48,7 +48,7 @@ def test_save_load_round_trip(tmp_path, rng):
         for w, o in zip(want, got):
             assert type(w) is type(o)
             if isinstance(w, RaggedArray):
-                assert w.ragged_dims == o.ragged_dims
+                assert w.layout == o.layout
                 assert len(w.partitions) == len(o.partitions)
                 for pw, po in zip(w.partitions, o.partitions):
                     np.testing.assert_array_equal(pw, po)
