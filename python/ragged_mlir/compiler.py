@@ -132,7 +132,7 @@ _NP_DTYPES = {
 
 def _describe(ty) -> dict:
     from .dialects import ragged
-    from .ir import RankedTensorType
+    from .ir import FloatType, IntegerType, RankedTensorType
 
     if ragged.RaggedTensorType.isinstance(ty):
         rt = ragged.RaggedTensorType(ty)
@@ -151,7 +151,9 @@ def _describe(ty) -> dict:
         t = ty
         shape = [None if t.is_dynamic_dim(i) else t.shape[i] for i in range(t.rank)]
         return {"kind": "tensor", "type": str(ty), "shape": shape, "element": str(t.element_type)}
-    raise CompileError(f"unsupported function boundary type {ty}: use tensors or ragged tensors")
+    if isinstance(ty, (IntegerType, FloatType)):
+        return {"kind": "scalar", "type": str(ty), "element": str(ty)}
+    raise CompileError(f"unsupported function boundary type {ty}: use tensors, ragged tensors or scalars")
 
 
 def _np_dtype(element: str):
@@ -335,6 +337,11 @@ class CompiledModule:
     def functions(self) -> list[str]:
         return sorted(self._functions)
 
+    def raw(self, name: str):
+        """The IREE function itself: flat arguments (values, offsets...,
+        arrays, scalars), no checks. For callers that already validated."""
+        return getattr(self._ctx.modules.module, name)
+
     def save(self, path: Union[str, os.PathLike]) -> Path:
         """Writes ``path`` (.vmfb) and its signature file (``.json``)."""
         path = Path(path)
@@ -363,6 +370,8 @@ class CompiledFunction:
             name = f"argument {i}"
             if desc["kind"] == "ragged":
                 flat.extend(_flatten_ragged(name, arg, desc, bound))
+            elif desc["kind"] == "scalar":
+                flat.append(_check_scalar(name, arg, desc))
             else:
                 flat.append(_check_dense(name, arg, desc))
         out = self._fn(*flat)
@@ -390,6 +399,15 @@ def _layout_of(desc) -> Optional[tuple]:
         return None
     last = max(i for i, d in enumerate(dims) if isinstance(d, dict))
     return tuple((desc["symbols"].index(d["symbol"]),) if isinstance(d, dict) else d for d in dims[: last + 1])
+
+
+def _check_scalar(name: str, arg, desc):
+    want = np.dtype(_np_dtype(desc["element"]))
+    if isinstance(arg, np.ndarray) and arg.ndim != 0:
+        raise TypeError(f"{name}: expected a {desc['type']} scalar, got an array of shape {arg.shape}")
+    if want.kind in "iu" and not isinstance(arg, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int for {desc['type']}, got {type(arg).__name__}")
+    return want.type(arg)
 
 
 def _check_dense(name: str, arg, desc) -> np.ndarray:
