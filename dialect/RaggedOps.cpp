@@ -231,15 +231,13 @@ static LogicalResult requireDenseLastDim(Operation *op, RaggedTensorType type) {
 
 LogicalResult UnaryOp::verify() {
   auto type = cast<RaggedTensorType>(getSource().getType());
-  if (failed(requireFloat(*this, type)))
-    return failure();
-  return requireSameType(*this, type, getResult().getType(), "result type");
+  // AllTypesMatch guarantees result == source.
+  return requireFloat(*this, type);
 }
 
 LogicalResult BinaryOp::verify() {
   auto type = cast<RaggedTensorType>(getLhs().getType());
-  if (failed(requireFloat(*this, type)) ||
-      failed(requireSameType(*this, type, getResult().getType(), "result type")))
+  if (failed(requireFloat(*this, type)))
     return failure();
   Type rhs = getRhs().getType();
   if (isa<RaggedTensorType>(rhs))
@@ -267,7 +265,8 @@ LogicalResult BinaryOp::verify() {
 
 LogicalResult MatmulOp::verify() {
   auto type = cast<RaggedTensorType>(getSource().getType());
-  if (failed(requireDenseLastDim(*this, type)))
+  if (failed(requireFloat(*this, type)) ||
+      failed(requireDenseLastDim(*this, type)))
     return failure();
   auto weight = getWeight().getType();
   if (weight.getElementType() != type.getElementType())
@@ -327,10 +326,7 @@ LogicalResult ReduceOp::verify() {
 }
 
 LogicalResult SoftmaxOp::verify() {
-  auto type = cast<RaggedTensorType>(getSource().getType());
-  if (failed(requireFloat(*this, type)))
-    return failure();
-  return requireSameType(*this, type, getResult().getType(), "result type");
+  return requireFloat(*this, cast<RaggedTensorType>(getSource().getType()));
 }
 
 LogicalResult LayerNormOp::verify() {
@@ -349,7 +345,7 @@ LogicalResult LayerNormOp::verify() {
                            << " entries but the normalised dim is "
                            << type.getShape().back();
   }
-  return requireSameType(*this, type, getResult().getType(), "result type");
+  return success();
 }
 
 /// `[B, L(b), H, d]`: the per-head layout attention works on.
@@ -390,12 +386,9 @@ LogicalResult ApplyOp::verify() {
 }
 
 LogicalResult AttentionOp::verify() {
-  auto q = cast<RaggedTensorType>(getQuery().getType());
-  if (failed(requireHeads(*this, q, "query")) ||
-      failed(requireSameType(*this, q, getKey().getType(), "key type")) ||
-      failed(requireSameType(*this, q, getValue().getType(), "value type")))
-    return failure();
-  return requireSameType(*this, q, getResult().getType(), "result type");
+  // AllTypesMatch guarantees key, value and result have the query's type.
+  return requireHeads(*this, cast<RaggedTensorType>(getQuery().getType()),
+                      "query");
 }
 
 LogicalResult GatherOp::verify() {
@@ -407,6 +400,10 @@ LogicalResult GatherOp::verify() {
     return emitOpError() << "ids must end with a ragged dim (one id per "
                             "position), got "
                          << ids;
+  if (!table.getElementType().isIntOrIndexOrFloat())
+    return emitOpError() << "table element type must be an integer, index or "
+                            "float type, got "
+                         << table.getElementType();
   SmallVector<int64_t> shape(ids.getShape());
   shape.push_back(table.getDimSize(1));
   auto expected = RaggedTensorType::get(getContext(), ids.getBatch(), shape,
@@ -445,6 +442,9 @@ LogicalResult ConcatOp::verify() {
   auto lhs = cast<RaggedTensorType>(getLhs().getType());
   auto rhs = cast<RaggedTensorType>(getRhs().getType());
   auto result = cast<RaggedTensorType>(getResult().getType());
+  if (!compatibleExtent(lhs.getBatch(), rhs.getBatch()))
+    return emitOpError() << "batch sizes of " << lhs << " and " << rhs
+                         << " differ";
   if (failed(verifyResequence(*this, lhs, result, {rhs})))
     return failure();
   return verifyResequence(*this, rhs, result, {lhs});
@@ -456,6 +456,10 @@ LogicalResult SplitOp::verify() {
   auto tail = cast<RaggedTensorType>(getTail().getType());
   if (head.getSymbols()[0] == tail.getSymbols()[0])
     return emitOpError() << "head and tail need different symbols";
+  if (!compatibleExtent(getLengths().getType().getDimSize(0), source.getBatch()))
+    return emitOpError() << "lengths must have one entry per item ("
+                         << source.getBatch() << "), got "
+                         << getLengths().getType().getDimSize(0);
   if (failed(verifyResequence(*this, source, head, {})))
     return failure();
   return verifyResequence(*this, source, tail, {});

@@ -268,8 +268,10 @@ def Ragged_SoftmaxOp : Ragged_Op<"softmax", [AllTypesMatch<["source", "result"]>
     feature) or attention scores `[B, L(b), L(b), H]` (per query and head).
     Numerically stable (max subtracted). Empty groups produce no elements.
 
-    Lowered as one `linalg.generic` computing max and sum per group and one
-    normalising every real element: two dispatches, independent of B.
+    Lowered as three `linalg.generic`s: the max of each group, the sum of
+    `exp(x - max)` of each group, and the normalisation of every real
+    element (plus a scan of per-item group counts for `[B, L, L, H]`): a
+    fixed number of dispatches, independent of B.
 
     ```mlir
     %p = ragged.softmax %s : !ragged.tensor<?, [L], [L], 12, f32>

@@ -190,7 +190,7 @@ struct UnaryLowering : OpConversionPattern<UnaryOp> {
         [&](OpBuilder &b, Location l, ValueRange args) {
           return applyUnary(b, l, op.getFn(), args[0]);
         });
-    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten()});
+    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten(rewriter, loc)});
     return success();
   }
 };
@@ -219,7 +219,7 @@ struct BinaryLowering : OpConversionPattern<BinaryOp> {
         {id, rhsMap}, [&](OpBuilder &b, Location l, ValueRange args) {
           return applyBinary(b, l, op.getFn(), args[0], args[1]);
         });
-    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten()});
+    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten(rewriter, loc)});
     return success();
   }
 };
@@ -281,7 +281,7 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
                 })
                 .getResult(0);
     }
-    rewriter.replaceOpWithMultiple(op, {Packed{resultType, out, x.partitions}.flatten()});
+    rewriter.replaceOpWithMultiple(op, {Packed{resultType, out, x.partitions}.flatten(rewriter, loc)});
     return success();
   }
 };
@@ -352,7 +352,7 @@ struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
           return arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, norm, a[3]),
                                        a[4]);
         });
-    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten()});
+    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten(rewriter, loc)});
     return success();
   }
 };
@@ -437,7 +437,7 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
     }
     SmallVector<Value> parts(ArrayRef<Value>(x.partitions).drop_back());
     rewriter.replaceOpWithMultiple(
-        op, {Packed{cast<RaggedTensorType>(resultType), out, parts}.flatten()});
+        op, {Packed{cast<RaggedTensorType>(resultType), out, parts}.flatten(rewriter, loc)});
     return success();
   }
 };
@@ -561,7 +561,7 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
           Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, args[0], m));
           return arith::DivFOp::create(b, l, e, s);
         });
-    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten()});
+    rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten(rewriter, loc)});
     return success();
   }
 };
@@ -634,7 +634,7 @@ struct ScoresLowering : OpConversionPattern<ScoresOp> {
           Value ninf = floatConst(b, l, elem, -std::numeric_limits<double>::infinity());
           return Value(arith::SelectOp::create(b, l, future, ninf, s));
         });
-    rewriter.replaceOpWithMultiple(op, {Packed{resultType, out, {offsets}}.flatten()});
+    rewriter.replaceOpWithMultiple(op, {Packed{resultType, out, {offsets}}.flatten(rewriter, loc)});
     return success();
   }
 };
@@ -676,7 +676,7 @@ struct ApplyLowering : OpConversionPattern<ApplyOp> {
                     lb, ll, a[0], arith::MulFOp::create(lb, ll, wij, vj))};
               })[0];
         });
-    rewriter.replaceOpWithMultiple(op, {Packed{v.type, out, v.partitions}.flatten()});
+    rewriter.replaceOpWithMultiple(op, {Packed{v.type, out, v.partitions}.flatten(rewriter, loc)});
     return success();
   }
 };
@@ -739,7 +739,7 @@ struct GatherLowering : OpConversionPattern<GatherOp> {
           Value col = linalg::IndexOp::create(b, l, 1);
           return tensor::ExtractOp::create(b, l, table, ValueRange{row, col});
         });
-    rewriter.replaceOpWithMultiple(op, {Packed{resultType, out, ids.partitions}.flatten()});
+    rewriter.replaceOpWithMultiple(op, {Packed{resultType, out, ids.partitions}.flatten(rewriter, loc)});
     return success();
   }
 };
@@ -811,7 +811,7 @@ struct ConcatLowering : OpConversionPattern<ConcatOp> {
           return ifOp.getResult(0);
         });
     rewriter.replaceOpWithMultiple(
-        op, {Packed{cast<RaggedTensorType>(op.getType()), out, {offsets}}.flatten()});
+        op, {Packed{cast<RaggedTensorType>(op.getType()), out, {offsets}}.flatten(rewriter, loc)});
     return success();
   }
 };
@@ -867,8 +867,8 @@ struct SplitLowering : OpConversionPattern<SplitOp> {
           return readRow(b, l, x.values, row, t);
         });
     rewriter.replaceOpWithMultiple(
-        op, {Packed{cast<RaggedTensorType>(op.getHead().getType()), head, {headOffsets}}.flatten(),
-             Packed{cast<RaggedTensorType>(op.getTail().getType()), tail, {tailOffsets}}.flatten()});
+        op, {Packed{cast<RaggedTensorType>(op.getHead().getType()), head, {headOffsets}}.flatten(rewriter, loc),
+             Packed{cast<RaggedTensorType>(op.getTail().getType()), tail, {tailOffsets}}.flatten(rewriter, loc)});
     return success();
   }
 };

@@ -14,13 +14,6 @@ using namespace mlir::ragged::lowering;
 
 namespace {
 
-/// Casts `v` to `type` when a static/dynamic extent differs.
-Value castTo(OpBuilder &b, Location loc, Value v, Type type) {
-  if (v.getType() == type)
-    return v;
-  return tensor::CastOp::create(b, loc, type, v);
-}
-
 LogicalResult unsupported(Operation *op, const std::string &why) {
   return op->emitOpError() << "cannot be lowered: " << why;
 }
@@ -236,10 +229,7 @@ struct FromPaddedLowering : OpConversionPattern<FromPaddedOp> {
           return tensor::ExtractOp::create(b, l, padded, at);
         });
     (void)paddedType;
-    for (auto [partition, symbol] :
-         llvm::zip_equal(packed.partitions, type.getDistinctSymbols()))
-      partition = castTo(rewriter, loc, partition, type.getPartitionType(symbol));
-    rewriter.replaceOpWithMultiple(op, {packed.flatten()});
+    rewriter.replaceOpWithMultiple(op, {packed.flatten(rewriter, loc)});
     return success();
   }
 };
@@ -320,7 +310,7 @@ struct MatchLowering : OpConversionPattern<MatchOp> {
                          "tensors differ");
     Packed result{cast<RaggedTensorType>(op.getType()), source.values,
                   reference.partitions};
-    rewriter.replaceOpWithMultiple(op, {result.flatten()});
+    rewriter.replaceOpWithMultiple(op, {result.flatten(rewriter, loc)});
     return success();
   }
 };

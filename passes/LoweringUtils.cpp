@@ -18,10 +18,18 @@ Value Packed::offsets(StringAttr symbol) const {
   llvm_unreachable("symbol verified to belong to the type");
 }
 
-SmallVector<Value> Packed::flatten() const {
-  SmallVector<Value> all{values};
-  llvm::append_range(all, partitions);
+SmallVector<Value> Packed::flatten(OpBuilder &b, Location loc) const {
+  SmallVector<Value> all{castTo(b, loc, values, type.getValuesType())};
+  for (auto [symbol, partition] :
+       llvm::zip_equal(type.getDistinctSymbols(), partitions))
+    all.push_back(castTo(b, loc, partition, type.getPartitionType(symbol)));
   return all;
+}
+
+Value lowering::castTo(OpBuilder &b, Location loc, Value v, Type type) {
+  if (v.getType() == type)
+    return v;
+  return tensor::CastOp::create(b, loc, type, v);
 }
 
 Packed lowering::unpack(Value original, ValueRange converted) {

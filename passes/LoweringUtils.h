@@ -18,13 +18,16 @@ struct Packed {
   SmallVector<Value> partitions;
 
   Value offsets(StringAttr symbol) const;
-  /// Values followed by partitions: what replaces the ragged value.
-  SmallVector<Value> flatten() const;
+  /// Values followed by partitions, cast to the converted types of `type`
+  /// where a static extent differs: what replaces the ragged value.
+  SmallVector<Value> flatten(OpBuilder &b, Location loc) const;
 };
 
 /// Reassembles the converted operand range of a ragged value.
 Packed unpack(Value original, ValueRange converted);
 
+/// `v` cast to `type` when a static/dynamic extent differs.
+Value castTo(OpBuilder &b, Location loc, Value v, Type type);
 Value constIndex(OpBuilder &b, Location loc, int64_t v);
 Value dimOf(OpBuilder &b, Location loc, Value tensor, int64_t d);
 /// `tensor[i]` of an i64 tensor, as an index.

@@ -362,3 +362,48 @@ func.func @match_result_element_type(%y: !ragged.tensor<?, [M], 8, i32>, %x: !ra
   %r = ragged.match %y to %x : !ragged.tensor<?, [M], 8, i32> to !ragged.tensor<?, [L], 8, f32> -> !ragged.tensor<?, [L], 8, f32>
   return
 }
+
+// -----
+
+func.func @to_padded_static_ragged_extent(%x: !ragged.tensor<?, [L], 4, f32>) {
+  // expected-error @+1 {{'ragged.to_padded' op padded dim 1 is ragged and takes the largest extent at run time, so it must be '?', got 5}}
+  %p = ragged.to_padded %x padding(0.0 : f32) : !ragged.tensor<?, [L], 4, f32> -> tensor<?x5x4xf32>
+  return
+}
+
+// -----
+
+func.func @mask_unranked(%x: !ragged.tensor<?, [L], 4, f32>) {
+  // expected-error @+1 {{'ragged.mask' op mask must be a ranked tensor, got 'tensor<*xi1>'}}
+  %m = ragged.mask %x : !ragged.tensor<?, [L], 4, f32> -> tensor<*xi1>
+  return
+}
+
+// -----
+
+func.func @match_nesting_differs(%x: !ragged.tensor<?, [A], [B(A)], 4, f32>, %y: !ragged.tensor<?, [S], [T], 4, f32>) {
+  // expected-error @+1 {{'ragged.match' op nesting of '!ragged.tensor<?, [A], [B(A)], 4, f32>' and '!ragged.tensor<?, [S], [T], 4, f32>' differs}}
+  %z = ragged.match %x to %y : !ragged.tensor<?, [A], [B(A)], 4, f32> to !ragged.tensor<?, [S], [T], 4, f32> -> !ragged.tensor<?, [S], [T], 4, f32>
+  return
+}
+
+// -----
+
+func.func @match_batch_differs(%x: !ragged.tensor<4, [M], 8, f32>, %y: !ragged.tensor<8, [L], 8, f32>) {
+  // expected-error @+1 {{'ragged.match' op batch sizes of '!ragged.tensor<4, [M], 8, f32>' and '!ragged.tensor<8, [L], 8, f32>' differ}}
+  %z = ragged.match %x to %y : !ragged.tensor<4, [M], 8, f32> to !ragged.tensor<8, [L], 8, f32> -> !ragged.tensor<8, [L], 8, f32>
+  return
+}
+
+// -----
+
+func.func @match_encoding_differs(%x: !ragged.tensor<?, [M], 8, f32, lengths>, %y: !ragged.tensor<?, [L], 8, f32>) {
+  // expected-error @+1 {{'ragged.match' op encodings of '!ragged.tensor<?, [M], 8, f32, lengths>' and '!ragged.tensor<?, [L], 8, f32>' differ}}
+  %z = ragged.match %x to %y : !ragged.tensor<?, [M], 8, f32, lengths> to !ragged.tensor<?, [L], 8, f32> -> !ragged.tensor<?, [L], 8, f32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{dense dims must be non-negative or '?', got -1}}
+func.func @negative_dense_dim(%x: !ragged.tensor<?, [L], -1, f32>)

@@ -1,0 +1,780 @@
+"""ragged_mlir.torch.nested.NestedTensor: construction, views, conversions,
+eager ops through ``__torch_function__`` and Dynamo traceability.
+
+Every numeric test compares against an independent float64 reference that
+loops over the items one by one with plain torch on dense per-item tensors
+(hand-written formulas for GELU, LayerNorm, softmax and attention; it never
+touches the packed layout nor the ``torch.ops.ragged`` ops), on random
+batches and on every length set of ``conftest.LENGTH_SETS`` (empty items
+mixed in, B = 1, one 300-long item among short ones, all-equal lengths, all
+items empty) plus a random set.
+
+Tolerances (fp32 results against fp64, ``torch.testing.assert_close``):
+moves (padding, indexing, unbind, NJT) are exact; elementwise ops
+``rtol=atol=1e-5``; linear / sums / means ``rtol=1e-5, atol=1e-4``;
+layer norm, softmax and attention ``rtol=1e-4, atol=1e-4``.
+
+There is deliberately no ``__init__.py`` here: with one, pytest would import
+this directory as the package ``torch``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from ragged_mlir.torch.nested import NestedTensor  # noqa: E402
+
+D = 8
+ELEM = dict(rtol=1e-5, atol=1e-5)
+SUM = dict(rtol=1e-5, atol=1e-4)
+EXP = dict(rtol=1e-4, atol=1e-4)
+
+
+# -- helpers ---------------------------------------------------------------------
+
+
+def gen(rng) -> torch.Generator:
+    return torch.Generator().manual_seed(int(rng.integers(2**31)))
+
+
+def make_items(rng, lengths, trailing=(D,), dtype=torch.float32, low=-1.0, high=1.0):
+    g = gen(rng)
+    return [(torch.rand((n, *trailing), generator=g, dtype=torch.float64) * (high - low) + low).to(dtype) for n in lengths]
+
+
+def close(actual, expected, **tol):
+    torch.testing.assert_close(actual.to(torch.float64), expected.to(torch.float64), **(tol or ELEM))
+
+
+def check_items(nt: NestedTensor, expected, **tol):
+    """``nt`` against a list of per-item reference tensors."""
+    assert isinstance(nt, NestedTensor)
+    got = nt.unbind()
+    assert len(got) == len(expected)
+    for i, (a, e) in enumerate(zip(got, expected)):
+        assert tuple(a.shape) == tuple(e.shape), f"item {i}: {tuple(a.shape)} vs {tuple(e.shape)}"
+        close(a, e, **tol)
+
+
+def ref_gelu(x):
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def ref_gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def ref_layer_norm(x, w, b, eps):
+    mu = x.mean(dim=-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * w + b
+
+
+def ref_softmax(x, dim):
+    if x.shape[dim] == 0:
+        return x.clone()
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def ref_attention(q, k, v, scale, causal):
+    """One item: q, k, v ``[L, H, d]`` float64 -> ``[L, H, d]``."""
+    n = q.shape[0]
+    if n == 0:
+        return q.clone()
+    s = torch.einsum("lhd,mhd->hlm", q, k) * scale
+    if causal:
+        keep = torch.ones(n, n, dtype=torch.bool).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    p = ref_softmax(s, -1)
+    return torch.einsum("hlm,mhd->lhd", p, v)
+
+
+def padded_ref(items, padding_value, trailing):
+    b = len(items)
+    m = max((x.shape[0] for x in items), default=0)
+    out = torch.full((b, m, *trailing), padding_value, dtype=items[0].dtype)
+    for i, x in enumerate(items):
+        out[i, : x.shape[0]] = x
+    return out
+
+
+# -- construction and views ------------------------------------------------------
+
+
+def test_views_one_ragged_dim(rng, lengths):
+    items = make_items(rng, lengths)
+    before = [x.clone() for x in items]
+    nt = NestedTensor(*items, padding_value=-7.5)
+    b, m = len(lengths), max(lengths)
+
+    assert len(nt) == b
+    assert nt.shape == torch.Size([b, m, D])
+    assert nt.dim() == 3 and nt.dtype == torch.float32 and nt.device == items[0].device
+    assert nt.ragged_dims == (0,)
+    assert nt.offsets.dtype == torch.int64
+    assert nt.offsets.tolist() == [0] + list(torch.tensor(lengths).cumsum(0).tolist())
+    assert torch.equal(nt.lengths, torch.tensor(lengths))
+    assert nt.values is nt.concat
+    assert torch.equal(nt.concat, torch.cat(items))
+    assert torch.equal(nt.tensor, padded_ref(items, -7.5, (D,)))
+    expected_mask = torch.zeros(b, m, dtype=torch.bool)
+    for i, n in enumerate(lengths):
+        expected_mask[i, :n] = True
+    assert torch.equal(nt.mask, expected_mask)
+    assert [tuple(s) for s in nt.item_shapes] == [(n, D) for n in lengths]
+    for i, x in enumerate(items):
+        assert torch.equal(nt[i], x)
+        assert torch.equal(nt[i - b], x)
+    for a, x in zip(nt.unbind(), items):
+        assert torch.equal(a, x)
+    assert "NestedTensor" in repr(nt)
+    # the inputs were copied, never changed
+    nt.values.add_(1.0)
+    for x, y in zip(items, before):
+        assert torch.equal(x, y)
+
+
+def test_mask_value_and_batch_first(rng, lengths):
+    items = make_items(rng, lengths)
+    nt = NestedTensor(items, batch_first=False, mask_value=True)
+    ref = NestedTensor(items)
+    # DanLing: mask_value is the value at padding positions
+    assert torch.equal(nt.mask, (~ref.mask).transpose(0, 1))
+    assert torch.equal(nt.tensor, ref.tensor.transpose(0, 1))
+    assert nt.shape == torch.Size([max(lengths), len(lengths), D])
+    # transposing the batch and ragged dims only flips the flag
+    t = nt.transpose(0, 1)
+    assert t.batch_first and torch.equal(t.tensor, ref.tensor) and t.values is nt.values
+    with pytest.raises(NotImplementedError, match="transpose"):
+        nt.transpose(1, 2)
+
+
+def test_constructor_forms():
+    a, b = torch.arange(3), torch.arange(5) + 3
+    for nt in (NestedTensor(a, b), NestedTensor([a, b]), NestedTensor((a, b)), NestedTensor([0, 1, 2], [3, 4, 5, 6, 7])):
+        assert nt.tensor.tolist() == [[0, 1, 2, 0, 0], [3, 4, 5, 6, 7]]
+        assert nt.mask.tolist() == [[True, True, True, False, False], [True] * 5]
+        assert nt.concat.tolist() == list(range(8))
+        assert nt.shape == torch.Size([2, 5]) and nt.dtype == torch.int64
+    one = NestedTensor([1.0, 2.0])  # one item given as a list of numbers
+    assert len(one) == 1 and one.shape == torch.Size([1, 2])
+    assert NestedTensor(a, b).tolist() == [[0, 1, 2], [3, 4, 5, 6, 7]]
+
+
+def test_indexing_and_slicing(rng):
+    lengths = [2, 0, 5, 1, 3]
+    items = make_items(rng, lengths)
+    nt = NestedTensor(items)
+    for sl in (slice(1, 4), slice(None, None, 2), slice(None, None, -1), slice(3, 1), slice(0, 5)):
+        sub = nt[sl]
+        assert isinstance(sub, NestedTensor)
+        expected = items[sl]
+        assert len(sub) == len(expected)
+        for x, y in zip(sub.unbind(), expected):
+            assert torch.equal(x, y)
+        if expected:
+            assert torch.equal(sub.tensor, padded_ref(expected, 0.0, (D,)))
+        assert sub.offsets[0].item() == 0 and sub.offsets[-1].item() == sub.values.shape[0]
+    picked = nt[[4, 0]]
+    assert torch.equal(picked[0], items[4]) and torch.equal(picked[1], items[0])
+    inner = nt[:, 1:]  # DanLing: index inside every item
+    for x, y in zip(inner.unbind(), items):
+        assert torch.equal(x, y[1:])
+    assert torch.equal(nt[2, 1:3], items[2][1:3])
+    with pytest.raises(IndexError):
+        nt[5]
+    with pytest.raises(IndexError):
+        nt[-6]
+
+
+def test_to_and_dtype_conversions(rng):
+    items = make_items(rng, [3, 0, 2])
+    nt = NestedTensor(items)
+    d = nt.to(torch.float64)
+    assert d.dtype == torch.float64 and d.offsets is nt.offsets
+    assert torch.equal(d.tensor, nt.tensor.double())
+    assert nt.double().dtype == torch.float64 and nt.half().dtype == torch.float16
+    c = nt.to("cpu")
+    assert c.device.type == "cpu" and torch.equal(c.values, nt.values)
+    assert nt.to(device="cpu", dtype=torch.float64).dtype == torch.float64
+    assert nt.cpu().device.type == "cpu"
+    cl = nt.clone()
+    assert cl.values is not nt.values and torch.equal(cl.values, nt.values)
+
+
+# -- several ragged dims ---------------------------------------------------------
+
+
+def test_multi_ragged_images(rng):
+    g = gen(rng)
+    items = [torch.randn(3, 5, 7, generator=g), torch.randn(3, 4, 6, generator=g), torch.randn(3, 0, 2, generator=g)]
+    before = [x.clone() for x in items]
+    nt = NestedTensor(items, padding_value=-1.0)
+    assert nt.ragged_dims == (1, 2)
+    assert nt.shape == torch.Size([3, 3, 5, 7]) and nt.dim() == 4
+    assert [tuple(s) for s in nt.item_shapes] == [(3, 5, 7), (3, 4, 6), (3, 0, 2)]
+    # each item flattened row-major; offsets are item row offsets
+    assert torch.equal(nt.values, torch.cat([x.reshape(-1) for x in items]))
+    assert nt.offsets.tolist() == [0, 105, 177, 177]
+    assert [p.tolist() for p in nt.partitions] == [[0, 5, 9, 9], [0, 7, 13, 15]]
+    padded = torch.full((3, 3, 5, 7), -1.0)
+    mask = torch.zeros(3, 3, 5, 7, dtype=torch.bool)
+    for i, x in enumerate(items):
+        padded[i, :, : x.shape[1], : x.shape[2]] = x
+        mask[i, :, : x.shape[1], : x.shape[2]] = True
+    assert torch.equal(nt.tensor, padded)
+    assert torch.equal(nt.mask, mask)
+    assert torch.equal(NestedTensor(items, mask_value=True).mask, ~mask)
+    for a, x in zip(nt.unbind(), items):
+        assert torch.equal(a, x)
+    assert torch.equal(nt[1], items[1])
+    sub = nt[1:]
+    assert [tuple(s) for s in sub.item_shapes] == [(3, 4, 6), (3, 0, 2)]
+    assert [p.tolist() for p in sub.partitions] == [[0, 4, 4], [0, 6, 8]]
+    assert torch.equal(sub[0], items[1])
+    rev = nt[::-1]
+    for a, x in zip(rev.unbind(), items[::-1]):
+        assert torch.equal(a, x)
+    # elementwise ops keep the structure
+    out = F.gelu(nt * 2.0 + 1.0)
+    check_items(out, [ref_gelu(x.double() * 2 + 1) for x in items])
+    check_items(nt + nt, [2 * x for x in items])
+    # ops that need one ragged dim say so
+    with pytest.raises(NotImplementedError, match="one ragged dim"):
+        F.linear(nt, torch.randn(7, 7))
+    with pytest.raises(NotImplementedError, match="one ragged dim"):
+        nt.mean(dim=1)
+    for x, y in zip(items, before):
+        assert torch.equal(x, y)
+
+
+def test_multi_ragged_trailing_dense_and_round_trips(rng):
+    g = gen(rng)
+    shapes = [(4, 6, 2), (1, 3, 2), (5, 5, 2), (2, 1, 2)]
+    items = [torch.randn(s, generator=g) for s in shapes]
+    nt = NestedTensor(*items)
+    assert nt.ragged_dims == (0, 1)
+    assert tuple(nt.values.shape) == (sum(h * w for h, w, _ in shapes), 2)
+    assert nt.shape == torch.Size([4, 5, 6, 2])
+    assert tuple(nt.mask.shape) == (4, 5, 6)
+    for i, x in enumerate(items):
+        h, w, _ = x.shape
+        assert torch.equal(nt.tensor[i, :h, :w], x)
+        assert nt.mask[i].sum().item() == h * w and bool(nt.mask[i, :h, :w].all())
+        assert torch.equal(nt[i], x)
+    back = NestedTensor(list(nt.unbind()))
+    assert torch.equal(back.values, nt.values) and back.item_shapes == nt.item_shapes
+    assert NestedTensor.from_danling(_FakeDanlingPadded(nt.tensor, nt.mask)).item_shapes == nt.item_shapes
+    d = nt.to(torch.float64)
+    assert d.item_shapes == nt.item_shapes and torch.equal(d.tensor, nt.tensor.double())
+
+
+def test_equal_shapes_default_to_first_dim_ragged(rng):
+    items = [torch.ones(3, 5, 7), torch.zeros(3, 5, 7)]
+    nt = NestedTensor(items)
+    assert nt.ragged_dims == (0,) and tuple(nt.values.shape) == (6, 5, 7)
+    assert torch.equal(nt.tensor, torch.stack(items)) and tuple(nt.mask.shape) == (2, 3)
+
+
+# -- bad input -------------------------------------------------------------------
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match=r"tensors\[2\].*rank"):
+        NestedTensor(torch.ones(2, 3), torch.ones(1, 3), torch.ones(3))
+    with pytest.raises(ValueError, match=r"tensors\[1\].*dtype"):
+        NestedTensor(torch.ones(2, 3), torch.ones(1, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"tensors\[2\].*dim 1 is not ragged"):
+        NestedTensor(torch.ones(2, 3), torch.ones(1, 3), torch.ones(4, 5), ragged_dims=(0,))
+    with pytest.raises(ValueError, match="at least one"):
+        NestedTensor()
+    with pytest.raises(ValueError, match=r"tensors\[0\].*scalar"):
+        NestedTensor(torch.tensor(1.0), torch.tensor(2.0))
+    with pytest.raises(ValueError, match="ragged_dims"):
+        NestedTensor(torch.ones(2, 3), ragged_dims=(2,))
+    with pytest.raises(TypeError, match="nesting"):
+        NestedTensor(NestedTensor(torch.ones(2)))
+
+
+def test_from_packed_no_copy_and_checks():
+    values = torch.randn(6, 4)
+    offsets = torch.tensor([0, 2, 2, 6])
+    nt = NestedTensor.from_packed(values, offsets)
+    assert nt.values is values and nt.offsets is offsets
+    assert [tuple(s) for s in nt.item_shapes] == [(2, 4), (0, 4), (4, 4)]
+    assert torch.equal(nt[2], values[2:])
+    nt32 = NestedTensor.from_packed(values, offsets.to(torch.int32))
+    assert nt32.offsets.dtype == torch.int64
+    with pytest.raises(ValueError, match="start at 0"):
+        NestedTensor.from_packed(values, torch.tensor([1, 2, 6]))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        NestedTensor.from_packed(values, torch.tensor([0, 3, 2, 6]))
+    with pytest.raises(ValueError, match="last offset"):
+        NestedTensor.from_packed(values, torch.tensor([0, 2, 5]))
+    with pytest.raises(TypeError, match="int64"):
+        NestedTensor.from_packed(values, torch.tensor([0.0, 6.0]))
+    with pytest.raises(ValueError, match="1-D"):
+        NestedTensor.from_packed(values, torch.tensor([[0, 6]]))
+    empty = NestedTensor.from_packed(torch.zeros(0, 4), torch.zeros(1, dtype=torch.int64))
+    assert len(empty) == 0 and empty.shape == torch.Size([0, 0, 4]) and tuple(empty.tensor.shape) == (0, 0, 4)
+    assert torch.equal(values, nt.values) and offsets.tolist() == [0, 2, 2, 6]
+
+
+# -- conversions -----------------------------------------------------------------
+
+
+def test_njt_round_trip(rng, lengths):
+    items = make_items(rng, lengths, trailing=(3, 2))
+    nt = NestedTensor(items)
+    njt = nt.to_njt()
+    assert njt.is_nested and njt.layout == torch.jagged
+    assert njt.values().data_ptr() == nt.values.data_ptr()
+    for a, x in zip(njt.unbind(), items):
+        assert torch.equal(a, x)
+    back = NestedTensor.from_njt(njt)
+    assert back.values.data_ptr() == nt.values.data_ptr()
+    assert torch.equal(back.offsets, nt.offsets)
+    for a, x in zip(back.unbind(), items):
+        assert torch.equal(a, x)
+
+
+def test_from_njt_other_layouts():
+    items = [torch.randn(2, 3), torch.randn(4, 3)]
+    strided = torch.nested.nested_tensor(items)
+    nt = NestedTensor.from_njt(strided)
+    for a, x in zip(nt.unbind(), items):
+        assert torch.equal(a, x)
+    with pytest.raises(TypeError, match="nested"):
+        NestedTensor.from_njt(torch.randn(2, 3))
+
+
+class _FakeDanlingStorage:
+    """An old-style DanLing NestedTensor: a list of items."""
+
+    def __init__(self, storage, **state):
+        self.storage = storage
+        self.__dict__.update(state)
+
+
+class _FakeDanlingPadded:
+    """A DanLing-like object exposing only ``.tensor`` and ``.mask``."""
+
+    def __init__(self, tensor, mask, **state):
+        self.tensor = tensor
+        self.mask = mask
+        self.__dict__.update(state)
+
+
+def test_from_danling_duck_typed(rng, lengths):
+    items = make_items(rng, lengths)
+    nt = NestedTensor.from_danling(_FakeDanlingStorage(items, padding_value=-1.0, mask_value=False))
+    assert nt.padding_value == -1.0
+    for a, x in zip(nt.unbind(), items):
+        assert torch.equal(a, x)
+    ref = NestedTensor(items)
+    for state in ({}, {"mask_value": True}, {"batch_first": False}):
+        mask = ~ref.mask if state.get("mask_value") else ref.mask
+        tensor = ref.tensor
+        if state.get("batch_first") is False:
+            mask, tensor = mask.transpose(0, 1), tensor.transpose(0, 1)
+        got = NestedTensor.from_danling(_FakeDanlingPadded(tensor, mask, **state))
+        assert [tuple(s) for s in got.item_shapes] == [(n, D) for n in lengths]
+        for a, x in zip(got.unbind(), items):
+            assert torch.equal(a, x)
+    with pytest.raises(TypeError, match="from_danling"):
+        NestedTensor.from_danling(object())
+
+
+def test_from_real_danling():
+    danling = pytest.importorskip("danling")
+    items = [torch.randn(3, 4), torch.randn(5, 4)]
+    dl = danling.NestedTensor(items)
+    nt = NestedTensor.from_danling(dl)
+    for a, x in zip(nt.unbind(), items):
+        assert torch.equal(a, x)
+
+
+# -- per-token ops ---------------------------------------------------------------
+
+
+def test_linear_and_activations(rng, lengths):
+    items = make_items(rng, lengths)
+    before = [x.clone() for x in items]
+    nt = NestedTensor(items)
+    g = gen(rng)
+    lin = nn.Linear(D, 5)
+    with torch.no_grad():
+        lin.weight.copy_(torch.randn(5, D, generator=g))
+        lin.bias.copy_(torch.randn(5, generator=g))
+    w, b = lin.weight.detach().double(), lin.bias.detach().double()
+    ref = [x.double() @ w.T + b for x in items]
+    check_items(lin(nt), ref, **SUM)
+    check_items(F.linear(nt, lin.weight, lin.bias), ref, **SUM)
+    check_items(F.linear(nt, lin.weight), [x.double() @ w.T for x in items], **SUM)
+    check_items(nt @ lin.weight.T, [x.double() @ w.T for x in items], **SUM)
+    x64 = [x.double() for x in items]
+    check_items(F.gelu(nt), [ref_gelu(x) for x in x64])
+    check_items(nn.GELU()(nt), [ref_gelu(x) for x in x64])
+    check_items(F.gelu(nt, approximate="tanh"), [ref_gelu_tanh(x) for x in x64])
+    check_items(F.relu(nt), [x.clamp_min(0) for x in x64])
+    check_items(nn.ReLU(inplace=True)(nt), [x.clamp_min(0) for x in x64])
+    check_items(torch.relu(nt), [x.clamp_min(0) for x in x64])
+    check_items(F.silu(nt), [x / (1 + torch.exp(-x)) for x in x64])
+    check_items(nn.SiLU()(nt), [x / (1 + torch.exp(-x)) for x in x64])
+    check_items(torch.tanh(nt), [torch.tanh(x) for x in x64])
+    check_items(-nt, [-x for x in x64])
+    out = lin(nt)
+    assert out.offsets is nt.offsets  # same structure object, cheap identity checks downstream
+    for x, y in zip(items, before):
+        assert torch.equal(x, y)
+
+
+def test_layer_norm(rng, lengths):
+    items = make_items(rng, lengths, low=-2.0, high=2.0)
+    nt = NestedTensor(items)
+    g = gen(rng)
+    ln = nn.LayerNorm(D, eps=1e-5)
+    with torch.no_grad():
+        ln.weight.copy_(torch.randn(D, generator=g))
+        ln.bias.copy_(torch.randn(D, generator=g))
+    w, b = ln.weight.detach().double(), ln.bias.detach().double()
+    ref = [ref_layer_norm(x.double(), w, b, 1e-5) for x in items]
+    check_items(ln(nt), ref, **EXP)
+    check_items(F.layer_norm(nt, (D,), ln.weight, ln.bias, 1e-5), ref, **EXP)
+    check_items(F.layer_norm(nt, (D,)), [ref_layer_norm(x.double(), 1.0, 0.0, 1e-5) for x in items], **EXP)
+    with pytest.raises(NotImplementedError, match="normalized_shape"):
+        F.layer_norm(nt, (4, D))
+
+
+def test_dropout(rng):
+    items = make_items(rng, [5, 0, 40, 7], low=0.5, high=1.0)
+    nt = NestedTensor(items)
+    drop = nn.Dropout(0.5)
+    assert drop.eval()(nt).values is nt.values  # identity in eval
+    assert F.dropout(nt, 0.5, training=False).values is nt.values
+    torch.manual_seed(0)
+    out = drop.train()(nt)
+    assert out.offsets is nt.offsets
+    kept = out.values != 0
+    assert 0 < int(kept.sum()) < nt.values.numel()
+    close(out.values[kept], nt.values[kept] * 2.0)
+    torch.testing.assert_close(nt.values, torch.cat(items))  # inputs untouched
+
+
+def test_embedding(rng, lengths):
+    g = gen(rng)
+    ids = [torch.randint(0, 11, (n,), generator=g) for n in lengths]
+    weight = torch.randn(11, D, generator=g)
+    nt = NestedTensor(ids)
+    ref = [weight.double()[i] for i in ids]
+    check_items(F.embedding(nt, weight), ref)
+    emb = nn.Embedding(11, D, padding_idx=0)
+    with torch.no_grad():
+        emb.weight.copy_(weight)
+        emb.weight[0].zero_()
+    out = emb(nt)
+    check_items(out, [emb.weight.detach().double()[i] for i in ids])
+    assert out.shape == torch.Size([len(lengths), max(lengths), D])
+
+
+# -- arithmetic --------------------------------------------------------------------
+
+
+def test_binary_ops(rng, lengths):
+    a_items = make_items(rng, lengths)
+    b_items = make_items(rng, lengths, low=0.5, high=1.5)  # away from 0 for division
+    a, b = NestedTensor(a_items), NestedTensor(b_items)
+    A = [x.double() for x in a_items]
+    B = [x.double() for x in b_items]
+    g = gen(rng)
+    row = torch.randn(D, generator=g)
+    r = row.double()
+    check_items(a + b, [x + y for x, y in zip(A, B)])
+    check_items(a - b, [x - y for x, y in zip(A, B)])
+    check_items(a * b, [x * y for x, y in zip(A, B)])
+    check_items(a / b, [x / y for x, y in zip(A, B)])
+    check_items(torch.add(a, b, alpha=2.0), [x + 2 * y for x, y in zip(A, B)])
+    check_items(torch.sub(a, b), [x - y for x, y in zip(A, B)])
+    check_items(torch.mul(a, b), [x * y for x, y in zip(A, B)])
+    check_items(torch.div(a, b), [x / y for x, y in zip(A, B)])
+    check_items(a + row, [x + r for x in A])
+    check_items(row + a, [r + x for x in A])
+    check_items(row - a, [r - x for x in A])
+    check_items(a * row, [x * r for x in A])
+    check_items(row / b, [r / y for y in B])
+    check_items(a + row[None], [x + r for x in A])  # [1, D] broadcasts over the ragged dim
+    check_items(a * 3.0, [x * 3 for x in A])
+    check_items(2.0 - a, [2 - x for x in A])
+    check_items(1.0 / b, [1 / y for y in B])
+    check_items(a ** 2, [x**2 for x in A])
+    per_item = torch.randn(len(lengths), 1, D, generator=g)
+    check_items(a + per_item, [x + per_item[i].double() for i, x in enumerate(A)])
+    check_items(per_item * a, [per_item[i].double() * x for i, x in enumerate(A)])
+    for x, y in zip(a.unbind(), a_items):
+        assert torch.equal(x, y)
+
+
+def test_binary_structure_errors(rng):
+    a = NestedTensor(make_items(rng, [3, 1]))
+    b = NestedTensor(make_items(rng, [2, 2]))
+    with pytest.raises(ValueError, match=r"add: NestedTensors of different structure.*L=\(3, 1\).*L=\(2, 2\)"):
+        a + b
+    with pytest.raises(ValueError, match="different structure"):
+        torch.mul(a, NestedTensor(make_items(rng, [3, 1, 1])))
+    with pytest.raises(ValueError, match="cannot broadcast"):
+        a + torch.randn(3, D)  # positional [L, D] does not broadcast over ragged rows
+    with pytest.raises(ValueError, match="cannot broadcast"):
+        a + torch.randn(5, 1, D)  # wrong batch size
+    same = NestedTensor(make_items(rng, [3, 1]))
+    check_items(a + same, [x + y for x, y in zip(a.unbind(), same.unbind())])
+
+
+# -- ragged-dim ops ------------------------------------------------------------------
+
+
+def test_pooling(rng, lengths):
+    items = make_items(rng, lengths)
+    nt = NestedTensor(items)
+    x64 = [x.double() for x in items]
+    zeros = torch.zeros(D, dtype=torch.float64)
+
+    def ref(fn, empty):
+        return torch.stack([fn(x) if x.shape[0] else torch.full((D,), empty, dtype=torch.float64) for x in x64])
+
+    close(nt.sum(dim=1), ref(lambda x: x.sum(0), 0.0), **SUM)
+    close(nt.mean(dim=1), ref(lambda x: x.mean(0), 0.0), **SUM)
+    close(nt.max(dim=1), ref(lambda x: x.amax(0), float("-inf")), rtol=0, atol=0)
+    close(nt.min(dim=1), ref(lambda x: x.amin(0), float("inf")), rtol=0, atol=0)
+    close(torch.mean(nt, dim=1), ref(lambda x: x.mean(0), 0.0), **SUM)
+    close(torch.sum(nt, dim=-2), ref(lambda x: x.sum(0), 0.0), **SUM)
+    close(nt.mean(dim=1, keepdim=True), ref(lambda x: x.mean(0), 0.0)[:, None], **SUM)
+    assert tuple(nt.mean(dim=1).shape) == (len(lengths), D)
+    assert not torch.isnan(nt.mean(dim=1)).any()
+    del zeros
+    # over a trailing dim: per token, still ragged
+    check_items(nt.mean(dim=-1), [x.mean(-1) for x in x64], **SUM)
+    check_items(nt.sum(dim=2, keepdim=True), [x.sum(-1, keepdim=True) for x in x64], **SUM)
+    total = sum(x.sum() for x in x64)
+    close(nt.sum(), torch.as_tensor(total, dtype=torch.float64), **SUM)
+    with pytest.raises(NotImplementedError, match="batch dim"):
+        nt.sum(dim=0)
+    seq_first = NestedTensor(items, batch_first=False)
+    close(seq_first.mean(dim=0), ref(lambda x: x.mean(0), 0.0), **SUM)
+
+
+def test_softmax(rng, lengths):
+    items = make_items(rng, lengths, low=-3.0, high=3.0)
+    nt = NestedTensor(items)
+    x64 = [x.double() for x in items]
+    check_items(nt.softmax(dim=1), [ref_softmax(x, 0) for x in x64], **EXP)
+    check_items(F.softmax(nt, dim=1), [ref_softmax(x, 0) for x in x64], **EXP)
+    check_items(torch.softmax(nt, dim=-1), [ref_softmax(x, -1) for x in x64], **EXP)
+    check_items(F.softmax(nt, dim=2), [ref_softmax(x, -1) for x in x64], **EXP)
+    with pytest.raises(ValueError, match="dim"):
+        F.softmax(nt)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_scaled_dot_product_attention(rng, lengths, causal):
+    heads, d = 2, 4
+    q_items = make_items(rng, lengths, trailing=(heads, d), low=-2, high=2)
+    k_items = make_items(rng, lengths, trailing=(heads, d), low=-2, high=2)
+    v_items = make_items(rng, lengths, trailing=(heads, d))
+    q, k, v = NestedTensor(q_items), NestedTensor(k_items), NestedTensor(v_items)
+    scale = 1.0 / math.sqrt(d)
+    ref = [ref_attention(a.double(), b.double(), c.double(), scale, causal) for a, b, c in zip(q_items, k_items, v_items)]
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert out.offsets is q.offsets
+    check_items(out, ref, **EXP)
+    ref_s = [ref_attention(a.double(), b.double(), c.double(), 0.3, causal) for a, b, c in zip(q_items, k_items, v_items)]
+    check_items(F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.3), ref_s, **EXP)
+
+
+def test_attention_one_head_gqa_and_errors(rng):
+    lengths = [4, 0, 6]
+    q1 = NestedTensor(make_items(rng, lengths, trailing=(D,)))
+    out = F.scaled_dot_product_attention(q1, q1, q1)
+    ref = [ref_attention(x.double()[:, None], x.double()[:, None], x.double()[:, None], D**-0.5, False)[:, 0] for x in q1.unbind()]
+    check_items(out, ref, **EXP)
+    q = NestedTensor(make_items(rng, lengths, trailing=(4, 2)))
+    kv = NestedTensor(make_items(rng, lengths, trailing=(2, 2)))
+    out = F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+    ref = [
+        ref_attention(a.double(), b.double().repeat_interleave(2, 1), b.double().repeat_interleave(2, 1), 2**-0.5, False)
+        for a, b in zip(q.unbind(), kv.unbind())
+    ]
+    check_items(out, ref, **EXP)
+    with pytest.raises(ValueError, match="heads"):
+        F.scaled_dot_product_attention(q, kv, kv)
+    with pytest.raises(NotImplementedError, match="attn_mask"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(1, dtype=torch.bool))
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
+    other = NestedTensor(make_items(rng, [5, 0, 5], trailing=(4, 2)))
+    with pytest.raises(ValueError, match="different structure"):
+        F.scaled_dot_product_attention(q, other, other)
+    with pytest.raises(TypeError, match="NestedTensor"):
+        F.scaled_dot_product_attention(q, torch.randn(3, 4, 2), torch.randn(3, 4, 2))
+
+
+def _mha_reference(mha: nn.MultiheadAttention, items, causal=False):
+    """Each item through a float64 copy of the module as a dense [1, L, E] batch."""
+    ref_mha = nn.MultiheadAttention(mha.embed_dim, mha.num_heads, batch_first=True, dtype=torch.float64).eval()
+    ref_mha.load_state_dict({k: v.double() for k, v in mha.state_dict().items()})
+    out = []
+    for x in items:
+        n = x.shape[0]
+        if n == 0:
+            out.append(torch.zeros(0, mha.embed_dim, dtype=torch.float64))
+            continue
+        mask = torch.ones(n, n, dtype=torch.bool).triu(1) if causal else None
+        with torch.no_grad():
+            y = ref_mha(x.double()[None], x.double()[None], x.double()[None], attn_mask=mask, need_weights=False)[0]
+        out.append(y[0])
+    return out
+
+
+def test_multihead_attention(rng, lengths):
+    torch.manual_seed(int(rng.integers(2**31)))
+    e, h = 16, 4
+    mha = nn.MultiheadAttention(e, h, batch_first=True).eval()
+    items = make_items(rng, lengths, trailing=(e,))
+    x = NestedTensor(items)
+    out, weights = mha(x, x, x, need_weights=False)
+    assert weights is None and isinstance(out, NestedTensor) and out.batch_first
+    check_items(out, _mha_reference(mha, items), **EXP)
+    out_c, _ = mha(x, x, x, need_weights=False, is_causal=True)
+    check_items(out_c, _mha_reference(mha, items, causal=True), **EXP)
+    # distinct (but equally structured) key and value NestedTensors
+    y = x * 1.0
+    out2, _ = mha(x, y, y, need_weights=False)
+    check_items(out2, _mha_reference(mha, items), **EXP)
+
+
+def test_multihead_attention_errors(rng):
+    x = NestedTensor(make_items(rng, [3, 2], trailing=(16,)))
+    mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    with pytest.raises(NotImplementedError, match="need_weights=False"):
+        mha(x, x, x)
+    with pytest.raises(NotImplementedError, match="key_padding_mask"):
+        mha(x, x, x, need_weights=False, key_padding_mask=torch.zeros(2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="batch_first=True"):
+        nn.MultiheadAttention(16, 4).eval()(x, x, x, need_weights=False)
+    with pytest.raises(NotImplementedError, match="dropout"):
+        nn.MultiheadAttention(16, 4, dropout=0.1, batch_first=True).train()(x, x, x, need_weights=False)
+
+
+def test_transformer_encoder_layer(rng):
+    """torch's own nn.TransformerEncoderLayer (eval) runs on NestedTensors."""
+    torch.manual_seed(int(rng.integers(2**31)))
+    e = 16
+    layer = nn.TransformerEncoderLayer(e, 4, 32, batch_first=True).eval()
+    ref_layer = nn.TransformerEncoderLayer(e, 4, 32, batch_first=True, dtype=torch.float64).eval()
+    ref_layer.load_state_dict({k: v.double() for k, v in layer.state_dict().items()})
+    items = make_items(rng, [5, 0, 9, 1], trailing=(e,))
+    out = layer(NestedTensor(items))
+    with torch.no_grad():
+        ref = [ref_layer(x.double()[None])[0] if x.shape[0] else torch.zeros(0, e, dtype=torch.float64) for x in items]
+    check_items(out, ref, **EXP)
+
+
+def test_unsupported_function_is_named(rng):
+    nt = NestedTensor(make_items(rng, [2, 3]))
+    with pytest.raises(TypeError, match="cumsum"):
+        torch.cumsum(nt, 0)
+    with pytest.raises(TypeError, match="conv1d"):
+        F.conv1d(nt, torch.randn(2, 2, 1))
+
+
+def test_ops_never_mutate_inputs(rng):
+    items = make_items(rng, [3, 0, 4], trailing=(16,))
+    before = [x.clone() for x in items]
+    nt = NestedTensor(items)
+    packed = nt.values.clone()
+    layer = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True).eval()
+    ops = [
+        lambda t: F.relu(t, inplace=True),
+        lambda t: F.silu(t, inplace=True),
+        lambda t: F.dropout(t, 0.5, True, inplace=True),
+        lambda t: t + t,
+        lambda t: t * 2,
+        lambda t: t.mean(dim=1),
+        lambda t: t.softmax(dim=1),
+        lambda t: F.layer_norm(t, (16,)),
+        lambda t: layer(t),
+        lambda t: F.scaled_dot_product_attention(t.unflatten(-1, (4, 4)), t.unflatten(-1, (4, 4)), t.unflatten(-1, (4, 4))),
+        lambda t: t.tensor.add_(1),
+        lambda t: t.mask,
+        lambda t: t[1:].tensor,
+    ]
+    for op in ops:
+        op(nt)
+        assert torch.equal(nt.values, packed)
+    for x, y in zip(items, before):
+        assert torch.equal(x, y)
+
+
+# -- torch.compile -----------------------------------------------------------------
+
+
+class EncoderBlock(nn.Module):
+    """Pre-norm encoder block on [B, L(b), E] with ragged SDPA and mean pooling."""
+
+    def __init__(self, e=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(e)
+        self.qkv = nn.Linear(e, 3 * e)
+        self.proj = nn.Linear(e, e)
+        self.ln2 = nn.LayerNorm(e)
+        self.fc1 = nn.Linear(e, 4 * e)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(4 * e, e)
+
+    def forward(self, x):
+        q, k, v = (t.unflatten(-1, (self.heads, -1)) for t in self.qkv(self.ln1(x)).chunk(3, dim=-1))
+        x = x + self.proj(F.scaled_dot_product_attention(q, k, v).flatten(2))
+        x = x + self.fc2(self.act(self.fc1(self.ln2(x))))
+        return x.mean(dim=1)
+
+
+def test_dynamo_one_graph_no_breaks(rng):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = EncoderBlock().eval()
+    x = NestedTensor(make_items(rng, [3, 0, 7, 1], trailing=(16,)))
+    explain = torch._dynamo.explain(model)(x)
+    assert explain.graph_count == 1, explain.break_reasons
+    assert explain.graph_break_count == 0, explain.break_reasons
+    graph_ops = {str(n.target) for g in explain.graphs for n in g.graph.nodes if n.op == "call_function"}
+    assert "ragged.attention.default" in graph_ops and "ragged.segment_reduce.default" in graph_ops
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    for lengths in ([3, 0, 7, 1], [5, 2], [9]):
+        x = NestedTensor(make_items(rng, lengths, trailing=(16,)))
+        torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_dynamo_returns_nested_tensor_and_mha(rng):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+
+    def f(x):
+        y = mha(x, x, x, need_weights=False)[0]
+        return F.gelu(y) * 2.0 + x
+
+    x = NestedTensor(make_items(rng, [4, 0, 2], trailing=(16,)))
+    explain = torch._dynamo.explain(f)(x)
+    assert explain.graph_count == 1 and explain.graph_break_count == 0, explain.break_reasons
+    out = torch.compile(f, backend="eager", fullgraph=True)(x)
+    assert isinstance(out, NestedTensor)
+    torch.testing.assert_close(out.values, f(x).values)
+    assert torch.equal(out.offsets, x.offsets)
+    torch.testing.assert_close(out.tensor, f(x).tensor)
