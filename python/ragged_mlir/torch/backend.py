@@ -119,6 +119,13 @@ class _Emitter:
         # One symbol per offsets value: same offsets, provably same partition.
         return self.symbols.setdefault(offsets_name, f"L{len(self.symbols)}")
 
+    def cast(self, name: str, have: str, want: str) -> tuple[str, str]:
+        if have == want:
+            return name, have
+        out = self.fresh()
+        self.lines.append(f"{out} = tensor.cast {name} : {have} to {want}")
+        return out, want
+
     def ragged_type(self, values_type: str, symbol: str) -> str:
         inner = values_type[len("tensor<") : -1].split("x")
         dims, elem = inner[1:-1], inner[-1]
@@ -139,11 +146,12 @@ def _emit_ragged(em: _Emitter, node: torch.fx.Node, env: dict) -> tuple[str, str
         rt = em.ragged_type(vt, sym)
         elem = vt[:-1].split("x")[-1]
         packed, out = em.fresh(), em.fresh()
-        result_t = _tensor_type(node.meta["val"])
+        # [?, trailing dims] from the op; the graph may know the batch.
+        natural = "tensor<?x" + vt.split("x", 1)[1]
         em.lines.append(f"{packed} = ragged.pack {v} [{o}] : {vt}, {ot} -> {rt}")
         empty_attr = f" empty({_float(empty, elem)})"
-        em.lines.append(f"{out} = ragged.reduce <{kind}> {packed}{empty_attr} : {rt} -> {result_t}")
-        return out, result_t
+        em.lines.append(f"{out} = ragged.reduce <{kind}> {packed}{empty_attr} : {rt} -> {natural}")
+        return em.cast(out, natural, _tensor_type(node.meta["val"]))
     if target == "ragged.segment_softmax.default":
         (v, vt), (o, ot) = value(args[0]), value(args[1])
         rt = em.ragged_type(vt, em.symbol(args[1].name))
