@@ -43,6 +43,19 @@ def check_offsets(name: str, offsets, rows: Optional[int] = None) -> np.ndarray:
     return arr
 
 
+def _concatenate(items: list, trailing: tuple, dtype) -> np.ndarray:
+    """Concatenates rows into a 64-byte-aligned array, which a CPU device can
+    then use in place (see compiler.HostImporter)."""
+    rows = sum(x.shape[0] for x in items)
+    dtype = np.dtype(dtype)
+    raw = np.empty(rows * int(np.prod(trailing, dtype=np.int64)) * dtype.itemsize + 64, np.uint8)
+    start = (-raw.ctypes.data) % 64
+    out = raw[start : start + rows * int(np.prod(trailing, dtype=np.int64)) * dtype.itemsize].view(dtype)
+    out = out.reshape((rows, *trailing))
+    np.concatenate(items, out=out) if items else None
+    return out
+
+
 def _check_layout(layout: tuple, num_partitions: int) -> None:
     if not any(isinstance(d, tuple) for d in layout):
         raise ValueError(f"layout: expected at least one ragged dim (p,), got {layout!r}")
@@ -179,7 +192,7 @@ class RaggedArray:
         np.cumsum([x.shape[1] for x in items], out=widths[1:])
         trailing = items[0].shape[2:] if items else ()
         values = (
-            np.concatenate([x.reshape((-1,) + trailing) for x in items])
+            _concatenate([x.reshape((-1,) + trailing) for x in items], trailing, items[0].dtype)
             if items
             else np.zeros((0,) + trailing, dtype or np.float32)
         )
@@ -198,7 +211,7 @@ class RaggedArray:
         offsets = np.zeros(len(items) + 1, np.int64)
         np.cumsum([x.shape[0] for x in items], out=offsets[1:])
         if items:
-            values = np.concatenate(items)
+            values = _concatenate(items, items[0].shape[1:], items[0].dtype)
         else:
             values = np.zeros((0, *trailing_shape), dtype or np.float32)
         return cls(values, [offsets], _checked=True)

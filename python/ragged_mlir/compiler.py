@@ -319,8 +319,9 @@ class CompiledModule:
             ) from None
         self._ctx = rt.SystemContext(config=config)
         self._ctx.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, vmfb))
+        self._host = HostImporter(config.device) if driver.startswith("local") else None
         self._functions = {
-            name: CompiledFunction(name, sig, getattr(self._ctx.modules.module, name))
+            name: CompiledFunction(name, sig, getattr(self._ctx.modules.module, name), self._host)
             for name, sig in signatures.items()
         }
 
@@ -338,9 +339,14 @@ class CompiledModule:
         return sorted(self._functions)
 
     def raw(self, name: str):
-        """The IREE function itself: flat arguments (values, offsets...,
-        arrays, scalars), no checks. For callers that already validated."""
-        return getattr(self._ctx.modules.module, name)
+        """The IREE function itself, taking flat arguments (values,
+        offsets..., arrays, scalars) without checks, for callers that already
+        validated them; arrays go in without a copy on CPU devices."""
+        fn = getattr(self._ctx.modules.module, name)
+        host = self._host
+        if host is None:
+            return fn
+        return lambda *args: fn(*[host(a) if isinstance(a, np.ndarray) else a for a in args])
 
     def save(self, path: Union[str, os.PathLike]) -> Path:
         """Writes ``path`` (.vmfb) and its signature file (``.json``)."""
@@ -351,14 +357,55 @@ class CompiledModule:
         return path
 
 
+class HostImporter:
+    """Hands numpy arrays to a CPU device without copying them: the HAL
+    buffer wraps the array's memory (and keeps it alive). Passing arrays
+    directly would copy every argument, weights included, on every call."""
+
+    _ELEMENT_TYPES = {
+        np.dtype(np.float32): "FLOAT_32",
+        np.dtype(np.float64): "FLOAT_64",
+        np.dtype(np.float16): "FLOAT_16",
+        np.dtype(np.int64): "SINT_64",
+        np.dtype(np.int32): "SINT_32",
+        np.dtype(np.int8): "SINT_8",
+        np.dtype(np.bool_): "BOOL_8",
+    }
+
+    #: IREE's CPU kernels assume buffers aligned like its own allocations.
+    ALIGNMENT = 64
+
+    def __init__(self, device):
+        import iree.runtime as rt
+
+        self._rt = rt
+        self._allocator = device.allocator
+        self._memory = rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE
+        self._usage = rt.BufferUsage.DEFAULT
+
+    def __call__(self, array: np.ndarray):
+        kind = self._ELEMENT_TYPES.get(array.dtype)
+        if (
+            kind is None
+            or array.ndim == 0
+            or array.size == 0
+            or not array.flags.c_contiguous
+            or array.ctypes.data % self.ALIGNMENT
+        ):
+            return array  # the runtime's own (copying) path
+        buffer = self._allocator.import_host_allocation(array, self._memory, self._usage)
+        return self._rt.HalBufferView(buffer, array.shape, getattr(self._rt.HalElementType, kind))
+
+
 class CompiledFunction:
     """Calls one compiled function: checks and flattens ragged arguments,
     rebuilds ragged results."""
 
-    def __init__(self, name: str, signature: dict, fn):
+    def __init__(self, name: str, signature: dict, fn, host: Optional[HostImporter] = None):
         self.name = name
         self.signature = signature
         self._fn = fn
+        self._host = host
 
     def __call__(self, *args):
         inputs = self.signature["inputs"]
@@ -374,6 +421,8 @@ class CompiledFunction:
                 flat.append(_check_scalar(name, arg, desc))
             else:
                 flat.append(_check_dense(name, arg, desc))
+        if self._host is not None:
+            flat = [self._host(a) if isinstance(a, np.ndarray) else a for a in flat]
         out = self._fn(*flat)
         if not isinstance(out, (list, tuple)):
             out = [out]
