@@ -88,3 +88,79 @@ def attention(
 @attention.register_fake
 def _(query, key, value, offsets, scale, causal):
     return torch.empty_like(query)
+
+
+# --------------------------------------------------------------------------
+# Autograd: eager training through the ragged ops. The backward formulas are
+# written with the same segment primitives, so they never pad either.
+# --------------------------------------------------------------------------
+
+
+def _expand(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return t.view((-1,) + (1,) * (like.dim() - 1))
+
+
+def _segment_reduce_setup(ctx, inputs, output):
+    values, offsets, kind, _ = inputs
+    ctx.kind = kind
+    ctx.save_for_backward(values, offsets, output)
+
+
+def _segment_reduce_backward(ctx, grad):
+    values, offsets, output = ctx.saved_tensors
+    ids = segment_ids(offsets, values.shape[0])
+    if ctx.kind in ("sum", "mean"):
+        g = grad[ids]
+        if ctx.kind == "mean":
+            lengths = (offsets[1:] - offsets[:-1]).to(values.dtype).clamp_min(1)
+            g = g / _expand(lengths, values)[ids]
+        return g, None, None, None
+    # max / min: the gradient goes to the elements equal to the extremum,
+    # shared equally between ties.
+    hit = (values == output[ids]).to(values.dtype)
+    count = values.new_zeros(output.shape).index_add_(0, ids, hit)
+    return hit * (grad / count.clamp_min(1))[ids], None, None, None
+
+
+segment_reduce.register_autograd(_segment_reduce_backward, setup_context=_segment_reduce_setup)
+
+
+def _segment_softmax_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[1], output)
+
+
+def _segment_softmax_backward(ctx, grad):
+    offsets, y = ctx.saved_tensors
+    if y.shape[0] == 0:
+        return grad, None
+    ids = segment_ids(offsets, y.shape[0])
+    dot = y.new_zeros((offsets.numel() - 1,) + y.shape[1:]).index_add_(0, ids, grad * y)
+    return y * (grad - dot[ids]), None
+
+
+segment_softmax.register_autograd(_segment_softmax_backward, setup_context=_segment_softmax_setup)
+
+
+def _attention_setup(ctx, inputs, output):
+    query, key, value, offsets, scale, causal = inputs
+    ctx.scale, ctx.causal = scale, causal
+    ctx.save_for_backward(query, key, value, offsets)
+
+
+def _attention_backward(ctx, grad):
+    query, key, value, offsets = ctx.saved_tensors
+    grads = [torch.zeros_like(t) for t in (query, key, value)]
+    bounds = offsets.tolist()
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if a == b:
+            continue
+        with torch.enable_grad():
+            q, k, v = (t[a:b].detach().transpose(0, 1).requires_grad_() for t in (query, key, value))
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=ctx.causal, scale=ctx.scale)
+            dq, dk, dv = torch.autograd.grad(out, (q, k, v), grad[a:b].transpose(0, 1))
+        for g, d in zip(grads, (dq, dk, dv)):
+            g[a:b] = d.transpose(0, 1)
+    return grads[0], grads[1], grads[2], None, None, None
+
+
+attention.register_autograd(_attention_backward, setup_context=_attention_setup)
