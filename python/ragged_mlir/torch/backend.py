@@ -29,6 +29,7 @@ import torch
 from torch.fx.passes.split_module import split_module
 
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from .njt_patterns import rewrite_njt_patterns
 
 __all__ = ["RaggedBackendOptions", "ragged_backend", "compile_fx_graph", "stats"]
 
@@ -94,11 +95,14 @@ def _tensor_type(val) -> str:
 
 def _float(x: float, elem: str) -> str:
     if math.isinf(x):
-        bits = {"f32": ("0x7F800000", "0xFF800000"), "f64": ("0x7FF0000000000000", "0xFFF0000000000000"),
-                "f16": ("0x7C00", "0xFC00")}[elem]
+        bits = {
+            "f32": ("0x7F800000", "0xFF800000"),
+            "f64": ("0x7FF0000000000000", "0xFFF0000000000000"),
+            "f16": ("0x7C00", "0xFC00"),
+        }[elem]
         return f"{bits[x < 0]} : {elem}"
     if math.isnan(x):
-        raise Unsupported("NaN literal")
+        return {"f32": "0x7FC00000", "f64": "0x7FF8000000000000", "f16": "0x7E00"}[elem] + f" : {elem}"
     return f"{x:.17e} : {elem}"
 
 
@@ -335,6 +339,8 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBa
         for a in args:
             if isinstance(a, torch.Tensor):
                 flat.append(a.detach().contiguous().numpy())
+            elif isinstance(a, torch.SymInt) and a.node.is_nested_int():
+                flat.append(0)  # NJT's ragged-size symbol: an input nothing reads
             else:
                 flat.append(int(a))
         out = fn(*flat)
@@ -356,6 +362,10 @@ def _key(gm: torch.fx.GraphModule, example_inputs, options) -> tuple:
 
 def _forward_compiler(options: RaggedBackendOptions):
     def fw_compiler(gm: torch.fx.GraphModule, example_inputs):
+        # PyTorch NJT inputs: their pad -> op -> unpad patterns become ragged ops.
+        rewrites = rewrite_njt_patterns(gm)
+        if rewrites and (options.debug_dir or os.environ.get("RAGGED_DEBUG_DIR")):
+            warnings.warn("ragged backend: NJT patterns rewritten: " + "; ".join(rewrites), stacklevel=2)
         key = _key(gm, example_inputs, options)
         if key in _cache:
             stats["cache_hits"] += 1

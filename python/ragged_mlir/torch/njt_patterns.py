@@ -34,12 +34,13 @@ for CPU)
 
 Each rewrite is exact, not approximate; the checks that make it so:
 
-* padding values: sum/mean need 0, softmax needs -inf; for max/min the
+* padding values: sum/mean need 0, softmax needs -inf; max/min take any
+  finite padding (NJT uses ``finfo.min`` / ``finfo.max``), and since the
   padded reduction also sees the padding value whenever an item is shorter
-  than the padded length ``L``, so the rewrite keeps that:
-  ``where(len < L, clamp(seg, pad), seg)`` (it only differs from the bare
-  segment reduction for an item of all -inf / +inf values; NaN propagates
-  the same way in both);
+  than the padded length ``L``, the rewrite keeps that:
+  ``where(len < L, clamp(seg, pad), seg)`` (with NJT's padding this only
+  differs from the bare segment reduction for an item of all -inf / +inf
+  values; NaN propagates the same way in both);
 * dims: the reduction is over dim 1 of the padded ``[B, L, X]`` tensor, or of
   a view of it that only splits the last dim ``X`` (``[B, j, H, d]`` inputs);
   ``keepdim`` and ``sum``'s ``dtype`` are honoured or the match is refused;
@@ -54,14 +55,16 @@ Each rewrite is exact, not approximate; the checks that make it so:
   ``1/sqrt(d)``; a causal mask is top-left, which per item (q and k share
   lengths) is the usual one. Zero padding of the head dim (flash, d % 8 != 0)
   is harmless: ragged.attention on the padded tensors gives the same padded
-  output.
+  output, which NJT then slices (that flash variant cannot be traced on a
+  CPU-only build, so it is untested here).
 
 One assumption is NJT's own invariant: the padded length ``L`` (the NJT's
 max seqlen, or its number of rows) is at least every item's length, so the
 padding never truncates an item.
 
-Everything else is left alone; each helper returns ``None`` (no match) rather
-than guessing.
+Everything else is left alone: a matcher that cannot prove a check refuses
+(``explain=`` lists why) rather than guessing, and a refused match leaves no
+node behind.
 """
 
 from __future__ import annotations
@@ -175,7 +178,6 @@ class _Builder:
     def __init__(self, gm: fx.GraphModule, anchor: fx.Node):
         self.graph = gm.graph
         self.anchor = anchor
-        self.nodes: list[fx.Node] = []
         self.mode = _fake_mode(gm)
 
     def __call__(self, target: Callable, *args, **kwargs) -> fx.Node:
@@ -192,7 +194,6 @@ class _Builder:
         node.meta.update({k: v for k, v in self.anchor.meta.items() if k in ("stack_trace", "nn_module_stack")})
         if val is not None:
             node.meta["val"] = val
-        self.nodes.append(node)
         return node
 
 
@@ -323,9 +324,8 @@ def _rewrite_reduction(gm: fx.GraphModule, node: fx.Node) -> Optional[str]:
         uses = [u for u in node.users if _is_call(u, operator.getitem) and u.args[1] == 0]
         if not uses:
             raise _NoMatch(f"{node.name}: only the indices are used")
-        anchor = uses[0]
     else:
-        uses, anchor = [node], node
+        uses = [node]
     b = _Builder(gm, node)
     out = p.reshape_result(b, _segment_reduce(b, p, kind), keepdim)
     for u in uses:
@@ -548,6 +548,12 @@ def rewrite_njt_patterns(
 
     ``explain``: if a list, gets ``(node name, reason)`` for each candidate
     node that was left alone.
+
+    Needs the ``val`` metadata (fake tensors, SymInts) that AOTAutograd puts
+    on every node; new nodes get theirs by fake propagation, so the graph
+    stays importable by torch-mlir. Rewrites are exact for backward graphs
+    too (they also reach a backend's ``fw_compiler`` when no
+    ``bw_compiler`` is given).
     """
     done: list[str] = []
     for targets, rewrite in _passes(fuse_mean):
