@@ -264,6 +264,7 @@ def compile(program, target: Union[Target, str, None] = None, options: Optional[
     flags = options.flags()
     t0 = time.perf_counter()
     lowered, (input_text, sigs) = _lower(program, work, flags)
+    t_lowered = time.perf_counter()
     try:
         import iree.compiler as ireec
     except ImportError as e:  # pragma: no cover - declared dependency
@@ -273,6 +274,7 @@ def compile(program, target: Union[Target, str, None] = None, options: Optional[
     except ireec.CompilerToolError as e:
         repro = _reproducer(work, "iree-compile", lowered, flags, str(e))
         raise CompileError(f"iree-compile failed (reproducer: {repro}):\n{e}", repro) from None
+    t_iree = time.perf_counter()
     if options.keep_intermediates:
         (work / "input.mlir").write_text(input_text)
         (work / "lowered.mlir").write_text(lowered)
@@ -280,6 +282,7 @@ def compile(program, target: Union[Target, str, None] = None, options: Optional[
         (work / "module.vmfb").write_bytes(vmfb)
     module = CompiledModule(vmfb, sigs, options.driver, options.target.value)
     module.compile_seconds = time.perf_counter() - t0
+    module.timings = {"lower_s": t_lowered - t0, "iree_compile_s": t_iree - t_lowered}
     module.work_dir = work
     return module
 

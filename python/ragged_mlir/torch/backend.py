@@ -224,6 +224,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBa
         env[node.name] = (f"%arg{i}", t)
         arg_types.append(t)
 
+    t_start = time.perf_counter()
     dense_texts: list[str] = []
     declarations: list[str] = []
     outputs: list[tuple[str, str]] = []
@@ -311,6 +312,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBa
                 module.body.append(op.detach_from_parent())
         text = str(module)
 
+    t_imported = time.perf_counter()
     debug_dir = options.debug_dir or os.environ.get("RAGGED_DEBUG_DIR")
     work_dir = None
     if debug_dir:
@@ -349,6 +351,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBa
         return tuple(torch.from_numpy(np.asarray(o.to_host())) for o in out)
 
     run.compiled_module = compiled
+    run.timings = {"import_s": t_imported - t_start, **compiled.timings}
     return run
 
 
