@@ -92,24 +92,7 @@ Value guardedExtract(OpBuilder &b, Location loc, Value cond, Value tensor,
 /// Fails the call unless `pred` holds for every element of 1-D `tensor`.
 void assertAll(OpBuilder &b, Location loc, Value tensor, StringRef message,
                function_ref<Value(OpBuilder &, Location, Value)> pred) {
-  Value yes = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
-  Value init =
-      tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, b.getI1Type());
-  init = linalg::FillOp::create(b, loc, yes, init).getResult(0);
-  MLIRContext *ctx = b.getContext();
-  auto generic = linalg::GenericOp::create(
-      b, loc, init.getType(), ValueRange{tensor}, ValueRange{init},
-      {AffineMap::getMultiDimIdentityMap(1, ctx), AffineMap::get(1, 0, {}, ctx)},
-      {utils::IteratorType::reduction},
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        linalg::YieldOp::create(
-            nb, nloc,
-            ValueRange{arith::AndIOp::create(nb, nloc, args[1],
-                                             pred(nb, nloc, args[0]))});
-      });
-  Value ok = tensor::ExtractOp::create(b, loc, generic.getResult(0),
-                                       ValueRange{});
-  cf::AssertOp::create(b, loc, ok, message);
+  cf::AssertOp::create(b, loc, allOf(b, loc, tensor, pred), message);
 }
 
 Value applyUnary(OpBuilder &b, Location loc, UnaryFn fn, Value x) {
@@ -168,10 +151,6 @@ Value applyBinary(OpBuilder &b, Location loc, BinaryFn fn, Value x, Value y) {
   llvm_unreachable("unknown binary fn");
 }
 
-LogicalResult unsupported(Operation *op, const Twine &why) {
-  return op->emitOpError() << "cannot be lowered: " << why;
-}
-
 //===----------------------------------------------------------------------===//
 // Per-token ops: dense linalg on the packed values
 //===----------------------------------------------------------------------===//
@@ -204,16 +183,15 @@ struct BinaryLowering : OpConversionPattern<BinaryOp> {
     Packed x = unpack(op.getLhs(), adaptor.getLhs());
     unsigned rank = cast<RankedTensorType>(x.values.getType()).getRank();
     AffineMap id = rewriter.getMultiDimIdentityMap(rank);
-    Value rhs;
-    AffineMap rhsMap;
-    if (isa<RaggedTensorType>(op.getRhs().getType())) {
-      rhs = adaptor.getRhs().front();
-      rhsMap = id;
-    } else {
-      rhs = adaptor.getRhs().front();
-      unsigned k = cast<RankedTensorType>(rhs.getType()).getRank();
-      rhsMap = AffineMap::getMinorIdentityMap(rank, k, rewriter.getContext());
-    }
+    // A ragged rhs shares the lhs's packed layout; a dense one broadcasts
+    // against the trailing dims.
+    Value rhs = adaptor.getRhs().front();
+    AffineMap rhsMap =
+        isa<RaggedTensorType>(op.getRhs().getType())
+            ? id
+            : AffineMap::getMinorIdentityMap(
+                  rank, cast<RankedTensorType>(rhs.getType()).getRank(),
+                  rewriter.getContext());
     Value out = parallelGeneric(
         rewriter, loc, emptyLike(rewriter, loc, x.values), {x.values, rhs},
         {id, rhsMap}, [&](OpBuilder &b, Location l, ValueRange args) {
@@ -486,10 +464,10 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
   matchAndRewrite(SoftmaxOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Packed x = unpack(op.getSource(), adaptor.getSource());
-    std::string why;
-    if (failed(checkAddressable(x.type, why)))
-      return unsupported(op, why);
+    FailureOr<Packed> maybe = unpackAddressable(op, op.getSource(), adaptor.getSource());
+    if (failed(maybe))
+      return failure();
+    Packed x = *maybe;
     Type elem = x.type.getElementType();
     SoftmaxGroups groups;
     groups.last = x.type.getLastRaggedDim();

@@ -14,10 +14,6 @@ using namespace mlir::ragged::lowering;
 
 namespace {
 
-LogicalResult unsupported(Operation *op, const std::string &why) {
-  return op->emitOpError() << "cannot be lowered: " << why;
-}
-
 /// Runtime sizes of the padded form [batch, item dims...].
 SmallVector<Value> paddedSizes(OpBuilder &b, Location loc,
                                const Packed &packed) {
@@ -94,10 +90,10 @@ struct ToPaddedLowering : OpConversionPattern<ToPaddedOp> {
   matchAndRewrite(ToPaddedOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Packed packed = unpack(op.getSource(), adaptor.getSource());
-    std::string why;
-    if (failed(checkAddressable(packed.type, why)))
-      return unsupported(op, why);
+    FailureOr<Packed> maybe = unpackAddressable(op, op.getSource(), adaptor.getSource());
+    if (failed(maybe))
+      return failure();
+    Packed packed = *maybe;
     auto resultType = cast<RankedTensorType>(op.getType());
     Addressing addressing(rewriter, loc, packed);
     SmallVector<Value> sizes = paddedSizes(rewriter, loc, packed);
@@ -131,26 +127,6 @@ struct ToPaddedLowering : OpConversionPattern<ToPaddedOp> {
     return success();
   }
 };
-
-/// `ok` is the conjunction of `pred(x)` over the elements of a 1-D tensor.
-Value allOf(OpBuilder &b, Location loc, Value tensor,
-            function_ref<Value(OpBuilder &, Location, Value)> pred) {
-  Value yes = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
-  Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{},
-                                       b.getI1Type());
-  init = linalg::FillOp::create(b, loc, yes, init).getResult(0);
-  MLIRContext *ctx = b.getContext();
-  auto generic = linalg::GenericOp::create(
-      b, loc, init.getType(), ValueRange{tensor}, ValueRange{init},
-      {AffineMap::getMultiDimIdentityMap(1, ctx), AffineMap::get(1, 0, {}, ctx)},
-      {utils::IteratorType::reduction},
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        Value ok = arith::AndIOp::create(nb, nloc, args[1],
-                                         pred(nb, nloc, args[0]));
-        linalg::YieldOp::create(nb, nloc, ok);
-      });
-  return tensor::ExtractOp::create(b, loc, generic.getResult(0), ValueRange{});
-}
 
 struct FromPaddedLowering : OpConversionPattern<FromPaddedOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -240,10 +216,10 @@ struct MaskLowering : OpConversionPattern<MaskOp> {
   matchAndRewrite(MaskOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Packed packed = unpack(op.getSource(), adaptor.getSource());
-    std::string why;
-    if (failed(checkAddressable(packed.type, why)))
-      return unsupported(op, why);
+    FailureOr<Packed> maybe = unpackAddressable(op, op.getSource(), adaptor.getSource());
+    if (failed(maybe))
+      return failure();
+    Packed packed = *maybe;
     RaggedTensorType type = packed.type;
     auto maskType = cast<RankedTensorType>(op.getType());
     SmallVector<Value> padded = paddedSizes(rewriter, loc, packed);
@@ -295,10 +271,9 @@ struct MatchLowering : OpConversionPattern<MatchOp> {
                                               strides);
       };
       Value a = prefix(mine), b = prefix(theirs);
-      Value equal = allOf(rewriter, loc, a, [&](OpBuilder &nb, Location l, Value) {
+      Value equal = allOf(rewriter, loc, a, [&](OpBuilder &nb, Location l, Value mineAt) {
         Value i = linalg::IndexOp::create(nb, l, 0);
         Value theirsAt = tensor::ExtractOp::create(nb, l, b, i);
-        Value mineAt = tensor::ExtractOp::create(nb, l, a, i);
         return arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, mineAt,
                                      theirsAt);
       });

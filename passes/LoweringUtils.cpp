@@ -165,9 +165,41 @@ Value lowering::exclusivePrefixSum(OpBuilder &b, Location loc, Value sizes) {
       });
 }
 
+LogicalResult lowering::unsupported(Operation *op, const Twine &why) {
+  return op->emitOpError() << "cannot be lowered: " << why;
+}
+
+Value lowering::allOf(OpBuilder &b, Location loc, Value tensor,
+                      function_ref<Value(OpBuilder &, Location, Value)> pred) {
+  Value yes = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
+  Value init =
+      tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, b.getI1Type());
+  init = linalg::FillOp::create(b, loc, yes, init).getResult(0);
+  MLIRContext *ctx = b.getContext();
+  auto generic = linalg::GenericOp::create(
+      b, loc, init.getType(), ValueRange{tensor}, ValueRange{init},
+      {AffineMap::getMultiDimIdentityMap(1, ctx), AffineMap::get(1, 0, {}, ctx)},
+      {utils::IteratorType::reduction},
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value ok = arith::AndIOp::create(nb, nloc, args[1],
+                                         pred(nb, nloc, args[0]));
+        linalg::YieldOp::create(nb, nloc, ok);
+      });
+  return tensor::ExtractOp::create(b, loc, generic.getResult(0), ValueRange{});
+}
+
 //===----------------------------------------------------------------------===//
 // Addressing
 //===----------------------------------------------------------------------===//
+
+FailureOr<Packed> lowering::unpackAddressable(Operation *op, Value original,
+                                              ValueRange converted) {
+  Packed packed = unpack(original, converted);
+  std::string why;
+  if (failed(checkAddressable(packed.type, why)))
+    return unsupported(op, why);
+  return packed;
+}
 
 LogicalResult lowering::checkAddressable(RaggedTensorType type,
                                        std::string &why) {

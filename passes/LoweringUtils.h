@@ -55,11 +55,24 @@ Value parallelGeneric(
     ArrayRef<AffineMap> inputMaps,
     function_ref<Value(OpBuilder &, Location, ValueRange)> body);
 
+/// Emits "op cannot be lowered: why" and fails the pattern.
+LogicalResult unsupported(Operation *op, const Twine &why);
+
+/// The conjunction of `pred(x)` over the elements of 1-D `tensor` (one
+/// reduction generic), as an i1.
+Value allOf(OpBuilder &b, Location loc, Value tensor,
+            function_ref<Value(OpBuilder &, Location, Value)> pred);
+
 /// Whether `type` is a layout the addressing helper understands: a single
 /// level (all ragged dims depend on the batch only, dense dims before the
 /// last ragged dim static) or a chain of nested levels with one ragged dim
 /// each and no dense dims between them.
 LogicalResult checkAddressable(RaggedTensorType type, std::string &why);
+
+/// `unpack`, then `checkAddressable`: a diagnostic on `op` when the layout
+/// has no lowering.
+FailureOr<Packed> unpackAddressable(Operation *op, Value original,
+                                    ValueRange converted);
 
 /// Maps a padded position (b, item indices up to the last ragged dim) to
 /// "is it a real element" and "which row of the packed values holds it".
