@@ -59,7 +59,9 @@ _DEFAULT_DEVICE = {
 _DEFAULT_FLAGS = {
     Target.LLVM_CPU: ["--iree-llvmcpu-target-cpu=host"],
     Target.CUDA: ["--iree-cuda-target=sm_80"],
-    Target.VULKAN_SPIRV: [],
+    # IREE's default Vulkan profile has no Int64, which ragged kernels use
+    # for offsets; desktop GPUs have it.
+    Target.VULKAN_SPIRV: ["--iree-vulkan-target=ampere"],
     Target.METAL_SPIRV: [],
     Target.ROCM: ["--iree-rocm-target=gfx942"],
 }
@@ -69,7 +71,12 @@ _DEFAULT_FLAGS = {
 class CompileOptions:
     """Options of :func:`compile`.
 
-    target: IREE backend (a :class:`Target` or its string).
+    target: IREE backend (a :class:`Target` or its string). Defaults per
+        target: CPU ``--iree-llvmcpu-target-cpu=host``; CUDA ``sm_80`` PTX
+        (IREE 3.13 cannot target sm_90; Hopper runs sm_80 PTX through the
+        driver); Vulkan ``ampere`` (an Int64-capable profile: pass
+        ``--iree-vulkan-target=rdna3`` etc. in ``iree_flags`` for others);
+        ROCm ``gfx942``.
     device: IREE runtime driver; None picks the target's default
         (``local-task`` for CPU).
     iree_flags: extra ``iree-compile`` flags, appended after the defaults; a
@@ -302,51 +309,89 @@ def load(path: Union[str, os.PathLike], device: Optional[str] = None) -> "Compil
 # --------------------------------------------------------------------------
 
 
+#: Which runtime drivers can run an artifact of each target.
+_DRIVERS_OF_TARGET = {
+    Target.LLVM_CPU: ("local-task", "local-sync"),
+    Target.CUDA: ("cuda",),
+    Target.VULKAN_SPIRV: ("vulkan",),
+    Target.METAL_SPIRV: ("metal",),
+    Target.ROCM: ("hip",),
+}
+
+
 class CompiledModule:
-    """A loaded IREE module; each public function is an attribute."""
+    """A compiled IREE module; each public function is an attribute.
+
+    The module is loaded onto its device on first use, so an artifact for a
+    GPU this machine lacks still compiles and saves (run it where the GPU
+    is, with :func:`load`)."""
 
     def __init__(self, vmfb: bytes, signatures: dict, driver: str, target: str):
-        import iree.runtime as rt
-
         self.vmfb = vmfb
         self.signatures = signatures
         self.target = target
         self.driver = driver
+        allowed = _DRIVERS_OF_TARGET.get(Target(target), ())
+        if driver not in allowed:
+            raise ValueError(
+                f"device: a {target!r} artifact runs on {' or '.join(repr(d) for d in allowed)}, "
+                f"not on {driver!r}"
+            )
+        self._loaded: Optional[dict] = None
+
+    def _load(self) -> dict:
+        if self._loaded is not None:
+            return self._loaded
+        import iree.runtime as rt
+
         try:
-            config = rt.Config(driver)
+            config = rt.Config(self.driver)
         except Exception as e:
-            available = ", ".join(rt.query_available_drivers())
+            # IREE's own reason (e.g. "CUDA driver library 'libcuda.so' not
+            # available") is the chained exception.
+            causes, cause = [str(e).strip()], e.__cause__ or e.__context__
+            while cause is not None:
+                causes.append(str(cause).strip())
+                cause = cause.__cause__ or cause.__context__
             raise RuntimeError(
-                f"device: IREE driver {driver!r} is not available on this machine "
-                f"(available: {available}): {e}"
-            ) from None
-        self._ctx = rt.SystemContext(config=config)
-        self._ctx.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, vmfb))
-        self._host = HostImporter(config.device) if driver.startswith("local") else None
-        self._functions = {
-            name: CompiledFunction(name, sig, getattr(self._ctx.modules.module, name), self._host)
-            for name, sig in signatures.items()
+                f"device: IREE driver {self.driver!r} cannot open a device on this machine "
+                f"({' '.join(c for c in causes if c)}). Drivers in this runtime: "
+                f"{', '.join(rt.query_available_drivers())}. Run the module where such a device "
+                "exists (CompiledModule.save, then ragged_mlir.load), or compile for llvm-cpu."
+            ) from e
+        ctx = rt.SystemContext(config=config)
+        ctx.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, self.vmfb))
+        host = HostImporter(config.device) if self.driver.startswith("local") else None
+        self._loaded = {
+            "ctx": ctx,
+            "host": host,
+            "functions": {
+                name: CompiledFunction(name, sig, getattr(ctx.modules.module, name), host)
+                for name, sig in self.signatures.items()
+            },
         }
+        return self._loaded
 
     def __getattr__(self, name: str) -> "CompiledFunction":
-        functions = self.__dict__.get("_functions", {})
-        if name in functions:
-            return functions[name]
-        raise AttributeError(f"no function {name!r}; this module has {sorted(functions)}")
+        signatures = self.__dict__.get("signatures", {})
+        if name not in signatures:
+            raise AttributeError(f"no function {name!r}; this module has {sorted(signatures)}")
+        return self._load()["functions"][name]
 
     def __getitem__(self, name: str) -> "CompiledFunction":
         return self.__getattr__(name)
 
     @property
     def functions(self) -> list[str]:
-        return sorted(self._functions)
+        return sorted(self.signatures)
 
     def raw(self, name: str):
         """The IREE function itself, taking flat arguments (values,
         offsets..., arrays, scalars) without checks, for callers that already
         validated them; arrays go in without a copy on CPU devices."""
-        fn = getattr(self._ctx.modules.module, name)
-        host = self._host
+        loaded = self._load()
+        fn = getattr(loaded["ctx"].modules.module, name)
+        host = loaded["host"]
         if host is None:
             return fn
         return lambda *args: fn(*[host(a) if isinstance(a, np.ndarray) else a for a in args])
