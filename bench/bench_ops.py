@@ -25,9 +25,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lengths import sample_lengths  # noqa: E402
-
 import ragged_mlir  # noqa: E402
+from lengths import sample_lengths  # noqa: E402
 from ragged_mlir.builders import Program, attention, ragged, tensor  # noqa: E402
 
 try:
@@ -106,11 +105,15 @@ def cases(module, dataset: str, seed: int, d: int, heads: int, hd: int, ff: int)
             }
             fns["max"] = {
                 "ragged-mlir": lambda: module.w1_max(x),
-                "numpy loop": lambda: np.stack([it.max(0) if len(it) else np.full(d, -np.inf, np.float32) for it in items]),
+                "numpy loop": lambda: np.stack(
+                    [it.max(0) if len(it) else np.full(d, -np.inf, np.float32) for it in items]
+                ),
             }
             fns["softmax"] = {
                 "ragged-mlir": lambda: module.w1_softmax(x),
-                "numpy loop": lambda: [np.exp(it - it.max(0)) / np.exp(it - it.max(0)).sum(0) for it in items if len(it)],
+                "numpy loop": lambda: [
+                    np.exp(it - it.max(0)) / np.exp(it - it.max(0)).sum(0) for it in items if len(it)
+                ],
             }
             if torch is not None:
                 tp, tm = torch.from_numpy(pad), torch.from_numpy(mask)[:, :, None]
@@ -154,11 +157,15 @@ def cases(module, dataset: str, seed: int, d: int, heads: int, hd: int, ff: int)
                 nt = torch.nested.nested_tensor(
                     [torch.from_numpy(i).transpose(0, 1) for i in items], layout=torch.jagged
                 )  # [B, H(dense), L(ragged), d] is what NJT SDPA wants: [B, j, H, d] transposed
-                njt = torch.nested.nested_tensor([torch.from_numpy(i) for i in items], layout=torch.jagged).transpose(1, 2)
-                fns["attention"]["torch padded SDPA"] = lambda: torch.nn.functional.scaled_dot_product_attention(
-                    tp, tp, tp, attn_mask=tm
+                njt = torch.nested.nested_tensor(
+                    [torch.from_numpy(i) for i in items], layout=torch.jagged
+                ).transpose(1, 2)
+                fns["attention"]["torch padded SDPA"] = lambda: (
+                    torch.nn.functional.scaled_dot_product_attention(tp, tp, tp, attn_mask=tm)
                 )
-                fns["attention"]["torch NJT SDPA"] = lambda: torch.nn.functional.scaled_dot_product_attention(njt, njt, njt)
+                fns["attention"]["torch NJT SDPA"] = lambda: torch.nn.functional.scaled_dot_product_attention(
+                    njt, njt, njt
+                )
                 del nt
         for op, variants in fns.items():
             yield wid, op, batch, lengths, util, variants
@@ -169,15 +176,20 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="+", default=["mnli", "squadv2"])
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="small sizes, 3 repeats: checks that everything runs")
+    ap.add_argument(
+        "--quick", action="store_true", help="small sizes, 3 repeats: checks that everything runs"
+    )
     args = ap.parse_args()
     d, heads, hd, ff = (384, 12, 32, 1536) if not args.quick else (32, 2, 8, 64)
     repeats = 3 if args.quick else args.repeats
 
     t0 = time.perf_counter()
     module = ragged_mlir.compile(programs(d, heads, hd, ff))
-    print(f"# compile: {time.perf_counter() - t0:.2f} s; {platform.processor() or platform.machine()}, "
-          f"torch threads {torch.get_num_threads() if torch else '-'}", flush=True)
+    print(
+        f"# compile: {time.perf_counter() - t0:.2f} s; {platform.processor() or platform.machine()}, "
+        f"torch threads {torch.get_num_threads() if torch else '-'}",
+        flush=True,
+    )
     rows = []
     for dataset in args.datasets:
         for wid, op, batch, lengths, util, variants in cases(module, dataset, args.seed, d, heads, hd, ff):
@@ -185,8 +197,13 @@ def main() -> None:
             ours = t["ragged-mlir"][0]
             ratios = {k: v[0] / ours for k, v in t.items() if k != "ragged-mlir"}
             rec = {
-                "workload": wid, "op": op, "dataset": dataset, "batch": batch,
-                "util": round(util, 3), "max_len": int(lengths.max()), "tokens": int(lengths.sum()),
+                "workload": wid,
+                "op": op,
+                "dataset": dataset,
+                "batch": batch,
+                "util": round(util, 3),
+                "max_len": int(lengths.max()),
+                "tokens": int(lengths.sum()),
                 "median_ms": {k: round(v[0] * 1e3, 3) for k, v in t.items()},
                 "p90_ms": {k: round(v[1] * 1e3, 3) for k, v in t.items()},
                 "ratio_vs_ragged_mlir": {k: round(r, 2) for k, r in ratios.items()},
@@ -194,13 +211,19 @@ def main() -> None:
             rows.append(rec)
             print(json.dumps(rec), flush=True)
     print()
-    print("| workload | op | dataset | util | ragged-mlir ms | " + " | ".join(["vs numpy loop", "vs torch padded", "vs torch NJT"]) + " |")
+    print(
+        "| workload | op | dataset | util | ragged-mlir ms | "
+        + " | ".join(["vs numpy loop", "vs torch padded", "vs torch NJT"])
+        + " |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         rat = r["ratio_vs_ragged_mlir"]
         pick = lambda prefix: next((f"{v:.2f}x" for k, v in rat.items() if k.startswith(prefix)), "-")  # noqa: E731
-        print(f"| {r['workload']} | {r['op']} | {r['dataset']} | {r['util']:.2f} | "
-              f"{r['median_ms']['ragged-mlir']:.2f} | {pick('numpy')} | {pick('torch padded')} | {pick('torch NJT')} |")
+        print(
+            f"| {r['workload']} | {r['op']} | {r['dataset']} | {r['util']:.2f} | "
+            f"{r['median_ms']['ragged-mlir']:.2f} | {pick('numpy')} | {pick('torch padded')} | {pick('torch NJT')} |"
+        )
 
 
 if __name__ == "__main__":

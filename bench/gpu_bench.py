@@ -67,7 +67,9 @@ def lengths_for(dataset: str, batch: int, seed: int) -> tuple[np.ndarray, str]:
         return sample_lengths(dataset, batch, seed), dataset
     except FileNotFoundError:
         cap = MAX_LEN.get(dataset, 128)
-        return sample_lengths("uniform-half", batch, seed, max_len=cap), f"uniform-half(max {cap}) for {dataset}"
+        return sample_lengths(
+            "uniform-half", batch, seed, max_len=cap
+        ), f"uniform-half(max {cap}) for {dataset}"
 
 
 def attention_program(heads, hd, dtype) -> Program:
@@ -157,12 +159,17 @@ def build_torch_w3(qkv_items, lengths, heads, hd, tdev, tdtype):
     qp, kp, vp = (padded(t) for t in qkv_items)
     nts = [
         torch.nested.nested_tensor(
-            [torch.from_numpy(np.asarray(it, np.float32)) for it in t], layout=torch.jagged, dtype=tdtype, device=tdev
+            [torch.from_numpy(np.asarray(it, np.float32)) for it in t],
+            layout=torch.jagged,
+            dtype=tdtype,
+            device=tdev,
         ).transpose(1, 2)  # [B, H, j, d]
         for t in qkv_items
     ]
     variants = {
-        "torch padded SDPA": lambda: F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, scale=hd**-0.5),
+        "torch padded SDPA": lambda: F.scaled_dot_product_attention(
+            qp, kp, vp, attn_mask=mask, scale=hd**-0.5
+        ),
         "torch NJT SDPA": lambda: F.scaled_dot_product_attention(*nts, scale=hd**-0.5),
     }
 
@@ -196,7 +203,10 @@ def build_torch_w4(items, lengths, params, heads, tdev, tdtype):
     mask = valid[:, None, None, :]
     count = valid.sum(1, keepdim=True).clamp(min=1).to(tdtype)
     nt = torch.nested.nested_tensor(
-        [torch.from_numpy(np.asarray(it, np.float32)) for it in items], layout=torch.jagged, dtype=tdtype, device=tdev
+        [torch.from_numpy(np.asarray(it, np.float32)) for it in items],
+        layout=torch.jagged,
+        dtype=tdtype,
+        device=tdev,
     )
 
     def padded():
@@ -224,7 +234,10 @@ def max_diff(ours, ref_tokens, lengths, pooled=None, ref_pooled=None) -> float:
     o = np.zeros(len(lengths) + 1, np.int64)
     o[1:] = np.cumsum(lengths)
     vals = np.asarray(ours.values, np.float32)
-    err = max((float(np.abs(vals[o[i] : o[i + 1]] - r).max(initial=0)) for i, r in enumerate(ref_tokens)), default=0.0)
+    err = max(
+        (float(np.abs(vals[o[i] : o[i + 1]] - r).max(initial=0)) for i, r in enumerate(ref_tokens)),
+        default=0.0,
+    )
     if pooled is not None:
         err = max(err, float(np.abs(np.asarray(pooled, np.float32) - ref_pooled).max(initial=0)))
     return err
@@ -238,12 +251,21 @@ def main(argv=None) -> int:
     ap.add_argument("--torch-device", default="auto", help="auto | cuda | cpu | none")
     ap.add_argument("--datasets", nargs="+", default=["mnli", "squadv2"])
     ap.add_argument("--workloads", nargs="+", default=["W3", "W4"], choices=["W3", "W4"])
-    ap.add_argument("--dtypes", nargs="+", default=None, choices=["f32", "f16"],
-                    help="default: f32 f16 on a GPU, f32 on the CPU")
+    ap.add_argument(
+        "--dtypes",
+        nargs="+",
+        default=None,
+        choices=["f32", "f16"],
+        help="default: f32 f16 on a GPU, f32 on the CPU",
+    )
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="small sizes, 3 repeats: checks that everything runs")
-    ap.add_argument("--out", type=Path, default=None, help="output folder (default $OUT, else bench/gpu_results)")
+    ap.add_argument(
+        "--quick", action="store_true", help="small sizes, 3 repeats: checks that everything runs"
+    )
+    ap.add_argument(
+        "--out", type=Path, default=None, help="output folder (default $OUT, else bench/gpu_results)"
+    )
     args = ap.parse_args(argv)
 
     options = CompileOptions(target=args.target, device=args.device, iree_flags=args.iree_flag)
@@ -266,9 +288,12 @@ def main(argv=None) -> int:
             tdev = None
     sync = (lambda: torch.cuda.synchronize()) if tdev == "cuda" else (lambda: None)
     gpu_name = torch.cuda.get_device_name() if tdev == "cuda" else "-"
-    print(f"# target {options.target.value}, device {options.driver}, flags {options.flags()}; "
-          f"torch {torch.__version__ if torch else '-'} on {tdev or 'nothing'} ({gpu_name}); "
-          f"{platform.processor() or platform.machine()}; d {d}, heads {heads}, ff {ff}, repeats {repeats}", flush=True)
+    print(
+        f"# target {options.target.value}, device {options.driver}, flags {options.flags()}; "
+        f"torch {torch.__version__ if torch else '-'} on {tdev or 'nothing'} ({gpu_name}); "
+        f"{platform.processor() or platform.machine()}; d {d}, heads {heads}, ff {ff}, repeats {repeats}",
+        flush=True,
+    )
 
     compiled: dict = {}
 
@@ -282,7 +307,10 @@ def main(argv=None) -> int:
                     compiled[key] = Ragged(encoder_program(d, heads, ff, dtype), "encoder_layer", options)
                 print(f"# compile {workload} {dtype}: {compiled[key].compile_s:.1f} s", flush=True)
             except Exception as e:  # noqa: BLE001
-                line = next((l for l in str(e).splitlines() if "error:" in l), str(e).splitlines()[0] if str(e) else "")
+                line = next(
+                    (ln for ln in str(e).splitlines() if "error:" in ln),
+                    str(e).splitlines()[0] if str(e) else "",
+                )
                 print(f"# compile {workload} {dtype} FAILED: {type(e).__name__}: {line}", flush=True)
                 compiled[key] = None
         return compiled[key]
@@ -301,15 +329,24 @@ def main(argv=None) -> int:
                 lengths, source = lengths_for(dataset, batch, args.seed)
                 rng = np.random.default_rng(args.seed)
                 if workload == "W3":
-                    qkv = [[rng.standard_normal((n, heads, hd)).astype(np_dtype) for n in lengths] for _ in range(3)]
+                    qkv = [
+                        [rng.standard_normal((n, heads, hd)).astype(np_dtype) for n in lengths]
+                        for _ in range(3)
+                    ]
                     call_args = [RaggedArray.from_list(t) for t in qkv]
                 else:
                     items = [rng.standard_normal((n, d)).astype(np_dtype) for n in lengths]
-                    params = [(rng.standard_normal(s) / math.sqrt(s[0])).astype(np_dtype) for s in [(d, d)] * 4]
-                    params = params[:4] + [np.ones(d, np_dtype), np.zeros(d, np_dtype),
-                                           (rng.standard_normal((d, ff)) / math.sqrt(d)).astype(np_dtype),
-                                           (rng.standard_normal((ff, d)) / math.sqrt(ff)).astype(np_dtype),
-                                           np.ones(d, np_dtype), np.zeros(d, np_dtype)]
+                    params = [
+                        (rng.standard_normal(s) / math.sqrt(s[0])).astype(np_dtype) for s in [(d, d)] * 4
+                    ]
+                    params = params[:4] + [
+                        np.ones(d, np_dtype),
+                        np.zeros(d, np_dtype),
+                        (rng.standard_normal((d, ff)) / math.sqrt(d)).astype(np_dtype),
+                        (rng.standard_normal((ff, d)) / math.sqrt(ff)).astype(np_dtype),
+                        np.ones(d, np_dtype),
+                        np.zeros(d, np_dtype),
+                    ]
                     call_args = [RaggedArray.from_list(items), *params]
                 variants = {}
                 dev_call = ours.device_call(flat_args(call_args))
@@ -329,7 +366,9 @@ def main(argv=None) -> int:
                                 sync()
                                 variants[name] = f
                             except Exception as e:  # noqa: BLE001
-                                notes[name] = f"unsupported: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                                notes[name] = (
+                                    f"unsupported: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                                )
                         got = ours.fn(*call_args)
                         if workload == "W3":
                             diff = max_diff(got, ref(), lengths)
@@ -341,19 +380,30 @@ def main(argv=None) -> int:
                 try:
                     t = timeit(variants, repeats, sync)
                 except Exception as e:  # noqa: BLE001
-                    print(f"# {workload} {dataset} {dtype}: timing failed: {type(e).__name__}: {e}", flush=True)
+                    print(
+                        f"# {workload} {dataset} {dtype}: timing failed: {type(e).__name__}: {e}", flush=True
+                    )
                     continue
                 base = "ragged-mlir" if "ragged-mlir" in t else "ragged-mlir (host)"
                 ours_t = t[base][0]
                 util = float(lengths.sum() / (len(lengths) * lengths.max()))
                 rec = {
-                    "workload": workload, "dataset": dataset, "lengths_from": source, "dtype": dtype, "batch": int(batch),
-                    "util": round(util, 3), "max_len": int(lengths.max()), "tokens": int(lengths.sum()),
-                    "target": options.target.value, "device": options.driver, "torch_device": tdev,
+                    "workload": workload,
+                    "dataset": dataset,
+                    "lengths_from": source,
+                    "dtype": dtype,
+                    "batch": int(batch),
+                    "util": round(util, 3),
+                    "max_len": int(lengths.max()),
+                    "tokens": int(lengths.sum()),
+                    "target": options.target.value,
+                    "device": options.driver,
+                    "torch_device": tdev,
                     "median_ms": {k: round(v[0] * 1e3, 4) for k, v in t.items()},
                     "p90_ms": {k: round(v[1] * 1e3, 4) for k, v in t.items()},
                     "ratio_vs_ragged_mlir": {k: round(v[0] / ours_t, 3) for k, v in t.items() if k != base},
-                    "max_abs_diff_vs_torch_padded": diff, "notes": notes,
+                    "max_abs_diff_vs_torch_padded": diff,
+                    "notes": notes,
                     "compile_s": round(ours.compile_s, 2),
                 }
                 rows.append(rec)
@@ -363,8 +413,10 @@ def main(argv=None) -> int:
                 jsonl.flush()
     jsonl.close()
 
-    table = ["| workload | dataset | dtype | B | util | ragged-mlir ms | host ms | vs torch padded SDPA | vs torch NJT SDPA | max diff |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    table = [
+        "| workload | dataset | dtype | B | util | ragged-mlir ms | host ms | vs torch padded SDPA | vs torch NJT SDPA | max diff |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         m, rat = r["median_ms"], r["ratio_vs_ragged_mlir"]
 

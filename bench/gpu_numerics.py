@@ -57,7 +57,9 @@ D, FF, HEADS, HD, N_OUT = 384, 1536, 12, 32, 256
 
 
 def default_out() -> Path:
-    return Path(os.environ["OUT"]) if os.environ.get("OUT") else Path(__file__).resolve().parent / "gpu_results"
+    return (
+        Path(os.environ["OUT"]) if os.environ.get("OUT") else Path(__file__).resolve().parent / "gpu_results"
+    )
 
 
 def length_sets(seed: int) -> dict[str, list[int]]:
@@ -129,8 +131,16 @@ def encoder_program(d=D, heads=HEADS, ff=FF, dtype="f32", batch=None, name="enco
     layer.__name__ = name
     prog.func(
         x=ragged(batch, "L", d, dtype=dtype),
-        wq=w(d, d), wk=w(d, d), wv=w(d, d), wo=w(d, d),
-        g1=w(d), b1=w(d), w1=w(d, ff), w2=w(ff, d), g2=w(d), b2=w(d),
+        wq=w(d, d),
+        wk=w(d, d),
+        wv=w(d, d),
+        wo=w(d, d),
+        g1=w(d),
+        b1=w(d),
+        w1=w(d, ff),
+        w2=w(ff, d),
+        g2=w(d),
+        b2=w(d),
     )(layer)
     return prog
 
@@ -208,8 +218,17 @@ def ref_encoder(x, wq, wk, wv, wo, g1, b1, w1, w2, g2, b2, heads=HEADS):
 # Cases: inputs, reference and comparison
 # --------------------------------------------------------------------------
 
-CASES = ["reduce_sum", "reduce_mean", "reduce_max", "softmax", "matmul", "layer_norm",
-         "attention", "attention_causal", "encoder_layer"]
+CASES = [
+    "reduce_sum",
+    "reduce_mean",
+    "reduce_max",
+    "softmax",
+    "matmul",
+    "layer_norm",
+    "attention",
+    "attention_causal",
+    "encoder_layer",
+]
 F16_CASES = ["matmul", "softmax", "layer_norm", "attention"]
 
 
@@ -229,12 +248,17 @@ def make_inputs(case: str, lengths, rng, np_dtype):
 
     if case.startswith("attention"):
         q, k, v = items((HEADS, HD), -2, 2), items((HEADS, HD), -2, 2), items((HEADS, HD))
-        ref = [ref_attention(up(a), up(b), up(c), HD**-0.5, case.endswith("causal")) for a, b, c in zip(q, k, v)]
+        ref = [
+            ref_attention(up(a), up(b), up(c), HD**-0.5, case.endswith("causal"))
+            for a, b, c in zip(q, k, v, strict=False)
+        ]
         return [RaggedArray.from_list(t) for t in (q, k, v)], ("ragged", ref)
     if case == "encoder_layer":
         x = items((D,))
         ws = [cast(rng.standard_normal(s) / math.sqrt(s[0])) for s in [(D, D)] * 4]
-        g1, b1, g2, b2 = (cast(rng.uniform(0.5, 1.5, D) if i % 2 == 0 else rng.uniform(-0.1, 0.1, D)) for i in range(4))
+        g1, b1, g2, b2 = (
+            cast(rng.uniform(0.5, 1.5, D) if i % 2 == 0 else rng.uniform(-0.1, 0.1, D)) for i in range(4)
+        )
         w1 = cast(rng.standard_normal((D, FF)) / math.sqrt(D))
         w2 = cast(rng.standard_normal((FF, D)) / math.sqrt(FF))
         params = [*ws, g1, b1, w1, w2, g2, b2]
@@ -246,9 +270,15 @@ def make_inputs(case: str, lengths, rng, np_dtype):
     if case == "reduce_sum":
         return [RaggedArray.from_list(x)], ("dense", np.stack([it.sum(0) for it in xs]))
     if case == "reduce_mean":
-        return [RaggedArray.from_list(x)], ("dense", np.stack([it.mean(0) if len(it) else np.zeros(D) for it in xs]))
+        return [RaggedArray.from_list(x)], (
+            "dense",
+            np.stack([it.mean(0) if len(it) else np.zeros(D) for it in xs]),
+        )
     if case == "reduce_max":
-        return [RaggedArray.from_list(x)], ("dense", np.stack([it.max(0) if len(it) else np.full(D, -np.inf) for it in xs]))
+        return [RaggedArray.from_list(x)], (
+            "dense",
+            np.stack([it.max(0) if len(it) else np.full(D, -np.inf) for it in xs]),
+        )
     if case == "softmax":
         return [RaggedArray.from_list(x)], ("ragged", [ref_softmax(it, 0) for it in xs])
     if case == "matmul":
@@ -288,7 +318,11 @@ def excess(got, want, rtol, atol_rel) -> tuple[float, float]:
     scale = max(1.0, float(np.abs(w).max()))
     err = np.abs(g - w)
     allowed = atol_rel * scale + rtol * np.abs(w)
-    ratio = float((err / np.maximum(allowed, 1e-300)).max()) if allowed.max() > 0 else (0.0 if err.max() == 0 else math.inf)
+    ratio = (
+        float((err / np.maximum(allowed, 1e-300)).max())
+        if allowed.max() > 0
+        else (0.0 if err.max() == 0 else math.inf)
+    )
     return float(err.max()), ratio
 
 
@@ -356,29 +390,43 @@ def run_case(case, dtype, options, sets, seed):
             out = fn(*args)
             e, r, where = check(out, expected, lengths, rtol, atol)
         except Exception as ex:  # noqa: BLE001
-            rec.update(status="ERROR", stage=f"run {set_name}", error=first_line(ex),
-                       detail=traceback.format_exc()[-4000:])
+            rec.update(
+                status="ERROR",
+                stage=f"run {set_name}",
+                error=first_line(ex),
+                detail=traceback.format_exc()[-4000:],
+            )
             return rec
         per_set[set_name] = {"max_err": e, "err_over_tol": r}
         if not (r <= worst["ratio"]):
             worst = {"err": e, "ratio": r, "where": f"{set_name}: {where}"}
     rec.update(
         status="PASS" if worst["ratio"] <= 1.0 else "FAIL",
-        max_err=worst["err"], err_over_tol=worst["ratio"], worst=worst["where"],
-        rtol=rtol, atol_rel=atol, sets=per_set,
+        max_err=worst["err"],
+        err_over_tol=worst["ratio"],
+        worst=worst["where"],
+        rtol=rtol,
+        atol_rel=atol,
+        sets=per_set,
     )
     return rec
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="cuda", help="IREE target backend (default cuda; llvm-cpu for a CPU check)")
-    ap.add_argument("--device", default=None, help="IREE runtime driver (default: the target's, e.g. cuda / local-task)")
+    ap.add_argument(
+        "--target", default="cuda", help="IREE target backend (default cuda; llvm-cpu for a CPU check)"
+    )
+    ap.add_argument(
+        "--device", default=None, help="IREE runtime driver (default: the target's, e.g. cuda / local-task)"
+    )
     ap.add_argument("--iree-flag", action="append", default=[], help="extra iree-compile flag (repeatable)")
     ap.add_argument("--only", nargs="+", metavar="OP", help=f"subset of {CASES}")
     ap.add_argument("--no-f16", action="store_true", help="skip the f16 variants")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=None, help="output folder (default $OUT, else bench/gpu_results)")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="output folder (default $OUT, else bench/gpu_results)"
+    )
     args = ap.parse_args(argv)
 
     options = CompileOptions(target=args.target, device=args.device, iree_flags=args.iree_flag)
@@ -390,7 +438,10 @@ def main(argv=None) -> int:
     if not args.no_f16:
         runs += [(c, "f16") for c in F16_CASES if c in cases]
     print(f"# target {options.target.value}, device {options.driver}, flags {options.flags()}", flush=True)
-    print("# length sets: " + ", ".join(f"{k} (B={len(v)}, {sum(v)} tokens)" for k, v in sets.items()), flush=True)
+    print(
+        "# length sets: " + ", ".join(f"{k} (B={len(v)}, {sum(v)} tokens)" for k, v in sets.items()),
+        flush=True,
+    )
 
     t0 = time.perf_counter()
     records = []
@@ -400,14 +451,23 @@ def main(argv=None) -> int:
         if rec["status"] == "ERROR":
             print(f"ERROR {rec['op']:<18} {rec['stage']}: {rec['error']}", flush=True)
         else:
-            print(f"{rec['status']:<5} {rec['op']:<18} {len(sets)} length sets, max err {rec['max_err']:.2e}, "
-                  f"err/tol {rec['err_over_tol']:.3f}, worst at {rec['worst'] or '-'}; compile {rec['compile_s']:.1f} s",
-                  flush=True)
+            print(
+                f"{rec['status']:<5} {rec['op']:<18} {len(sets)} length sets, max err {rec['max_err']:.2e}, "
+                f"err/tol {rec['err_over_tol']:.3f}, worst at {rec['worst'] or '-'}; compile {rec['compile_s']:.1f} s",
+                flush=True,
+            )
     counts = {s: sum(r["status"] == s for r in records) for s in ("PASS", "FAIL", "ERROR")}
-    print(f"# {counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['ERROR']} ERROR in {time.perf_counter() - t0:.1f} s", flush=True)
+    print(
+        f"# {counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['ERROR']} ERROR in {time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     summary = {
-        "target": options.target.value, "device": options.driver, "flags": options.flags(),
-        "length_sets": sets, "counts": counts, "results": records,
+        "target": options.target.value,
+        "device": options.driver,
+        "flags": options.flags(),
+        "length_sets": sets,
+        "counts": counts,
+        "results": records,
     }
     (out_dir / "gpu_numerics.json").write_text(json.dumps(summary, indent=1, default=float))
     return 0 if counts["PASS"] == len(records) else 1

@@ -21,7 +21,9 @@ SYNTHETIC = ("uniform-half", "uniform-0.6", "zipf", "equal")
 def histogram(name: str) -> tuple[np.ndarray, np.ndarray]:
     path = DATA_DIR / f"{name}.csv"
     if not path.exists():
-        raise FileNotFoundError(f"{path}: length histograms live in shared/data/lengths (set RAGGED_LENGTHS_DIR)")
+        raise FileNotFoundError(
+            f"{path}: length histograms live in shared/data/lengths (set RAGGED_LENGTHS_DIR)"
+        )
     rows = [line.split(",") for line in path.read_text().splitlines() if line and line[0].isdigit()]
     lengths = np.array([int(r[0]) for r in rows])
     counts = np.array([int(r[1]) for r in rows], dtype=np.float64)

@@ -18,7 +18,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-
 from ragged_mlir.torch.bert import load_minilm, minilm_path
 
 torch.set_num_threads(2)
@@ -26,7 +25,16 @@ torch.set_num_threads(2)
 
 def stdlib_sentences(n: int) -> list[str]:
     """Real English text of very different lengths: stdlib docstrings."""
-    import collections, functools, itertools, json, os, pathlib, re, statistics, string, textwrap  # noqa: E401
+    import collections  # noqa: E401
+    import functools
+    import itertools
+    import json
+    import os
+    import pathlib
+    import re
+    import statistics
+    import string
+    import textwrap
 
     texts = []
     for module in (os, re, json, collections, itertools, functools, pathlib, statistics, string, textwrap):
@@ -41,7 +49,9 @@ def stdlib_sentences(n: int) -> list[str]:
     return texts[::step][:n]
 
 
-def padded_reference(state: dict, ids: list[torch.Tensor], heads: int = 12, eps: float = 1e-12) -> torch.Tensor:
+def padded_reference(
+    state: dict, ids: list[torch.Tensor], heads: int = 12, eps: float = 1e-12
+) -> torch.Tensor:
     """HF-style padded BERT with an additive attention mask, then masked mean
     pooling and L2 normalisation; plain torch, independent of ragged_mlir."""
     b, lmax = len(ids), max(len(i) for i in ids)
@@ -65,11 +75,21 @@ def padded_reference(state: dict, ids: list[torch.Tensor], heads: int = 12, eps:
         q, k, v = (split(lin(x, f"attention.self.{n}")) for n in ("query", "key", "value"))
         s = q @ k.transpose(-1, -2) / hd**0.5 + additive
         a = (s.softmax(-1) @ v).transpose(1, 2).reshape(b, lmax, d)
-        x = F.layer_norm(lin(a, "attention.output.dense") + x, (d,), p(pre + "attention.output.LayerNorm.weight"),
-                         p(pre + "attention.output.LayerNorm.bias"), eps)
+        x = F.layer_norm(
+            lin(a, "attention.output.dense") + x,
+            (d,),
+            p(pre + "attention.output.LayerNorm.weight"),
+            p(pre + "attention.output.LayerNorm.bias"),
+            eps,
+        )
         h = F.gelu(lin(x, "intermediate.dense"))
-        x = F.layer_norm(lin(h, "output.dense") + x, (d,), p(pre + "output.LayerNorm.weight"),
-                         p(pre + "output.LayerNorm.bias"), eps)
+        x = F.layer_norm(
+            lin(h, "output.dense") + x,
+            (d,),
+            p(pre + "output.LayerNorm.weight"),
+            p(pre + "output.LayerNorm.bias"),
+            eps,
+        )
         layer += 1
     pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
     return F.normalize(pooled, dim=1)
@@ -78,7 +98,10 @@ def padded_reference(state: dict, ids: list[torch.Tensor], heads: int = 12, eps:
 def njt_eager(state: dict, ids: list[torch.Tensor], heads: int = 12, eps: float = 1e-12) -> torch.Tensor:
     """The same model on PyTorch nested tensors (jagged layout), eager."""
     p = lambda k: state[k]  # noqa: E731
-    emb = [p("embeddings.word_embeddings.weight")[t] + p("embeddings.position_embeddings.weight")[: len(t)] for t in ids]
+    emb = [
+        p("embeddings.word_embeddings.weight")[t] + p("embeddings.position_embeddings.weight")[: len(t)]
+        for t in ids
+    ]
     x = torch.nested.nested_tensor(emb, layout=torch.jagged) + p("embeddings.token_type_embeddings.weight")[0]
     d = x.shape[-1]
     hd = d // heads
@@ -88,7 +111,10 @@ def njt_eager(state: dict, ids: list[torch.Tensor], heads: int = 12, eps: float 
     while f"encoder.layer.{layer}.attention.self.query.weight" in state:
         pre = f"encoder.layer.{layer}."
         lin = lambda t, name: F.linear(t, p(pre + name + ".weight"), p(pre + name + ".bias"))  # noqa: E731
-        q, k, v = (lin(x, f"attention.self.{n}").unflatten(-1, (heads, hd)).transpose(1, 2) for n in ("query", "key", "value"))
+        q, k, v = (
+            lin(x, f"attention.self.{n}").unflatten(-1, (heads, hd)).transpose(1, 2)
+            for n in ("query", "key", "value")
+        )
         a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(-2)
         x = ln(lin(a, "attention.output.dense") + x, pre + "attention.output.LayerNorm")
         x = ln(lin(F.gelu(lin(x, "intermediate.dense")), "output.dense") + x, pre + "output.LayerNorm")
@@ -110,8 +136,10 @@ def main() -> None:
     ids, positions = tokenize(sentences)
     lengths = [len(t) for t in ids.unbind()]
     util = sum(lengths) / (len(lengths) * max(lengths))
-    print(f"{len(sentences)} sentences, {min(lengths)}..{max(lengths)} tokens "
-          f"(median {sorted(lengths)[len(lengths) // 2]}); padded slots holding real tokens: {util:.0%}")
+    print(
+        f"{len(sentences)} sentences, {min(lengths)}..{max(lengths)} tokens "
+        f"(median {sorted(lengths)[len(lengths) // 2]}); padded slots holding real tokens: {util:.0%}"
+    )
 
     compiled = torch.compile(model, backend="ragged", dynamic=True)
     t0 = time.perf_counter()

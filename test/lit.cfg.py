@@ -20,8 +20,6 @@ llvm_config.add_tool_substitutions(["ragged-opt"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 if config.enable_python:
-    llvm_config.with_environment(
-        "PYTHONPATH", config.ragged_python_packages_dir, append_path=True
-    )
+    llvm_config.with_environment("PYTHONPATH", config.ragged_python_packages_dir, append_path=True)
 else:
     config.excludes.append("python")

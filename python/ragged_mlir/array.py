@@ -7,14 +7,14 @@ elements one after another (``[rows, trailing dense dims...]``) and
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 __all__ = ["RaggedArray", "check_offsets"]
 
 
-def check_offsets(name: str, offsets, rows: Optional[int] = None) -> np.ndarray:
+def check_offsets(name: str, offsets, rows: int | None = None) -> np.ndarray:
     """Validates one offsets array; returns it as a read-only int64 view or copy.
 
     Raises TypeError for a wrong dtype or rank and ValueError for offsets that
@@ -39,7 +39,9 @@ def check_offsets(name: str, offsets, rows: Optional[int] = None) -> np.ndarray:
             f"< offsets[{at}] = {int(arr[at])}"
         )
     if rows is not None and arr[-1] != rows:
-        raise ValueError(f"{name}: the last offset must equal the number of rows ({rows}), got {int(arr[-1])}")
+        raise ValueError(
+            f"{name}: the last offset must equal the number of rows ({rows}), got {int(arr[-1])}"
+        )
     return arr
 
 
@@ -89,7 +91,7 @@ class RaggedArray:
     ragged in two dims. Inputs are never modified.
     """
 
-    def __init__(self, values, partitions, *, layout: Optional[Sequence] = None, _checked: bool = False):
+    def __init__(self, values, partitions, *, layout: Sequence | None = None, _checked: bool = False):
         """``values``: ``[rows, trailing dense dims...]``; ``partitions``: one
         int64 offsets array per ragged level or symbol.
 
@@ -155,14 +157,16 @@ class RaggedArray:
 
     # -- construction ------------------------------------------------------
     @classmethod
-    def from_list(cls, items: Iterable, dtype=None, trailing_shape: Sequence[int] = ()) -> "RaggedArray":
+    def from_list(cls, items: Iterable, dtype=None, trailing_shape: Sequence[int] = ()) -> RaggedArray:
         """Items of shape ``[L_i, d...]`` (same ``d...``) -> a batch ragged in
         dim 1. ``trailing_shape`` and ``dtype`` shape an empty list."""
         items = [np.asarray(x, dtype=dtype) for x in items]
         return cls._pack(items, [f"items[{i}]" for i in range(len(items))], dtype, trailing_shape)
 
     @classmethod
-    def from_nested(cls, docs: Iterable[Iterable], dtype=None, trailing_shape: Sequence[int] = ()) -> "RaggedArray":
+    def from_nested(
+        cls, docs: Iterable[Iterable], dtype=None, trailing_shape: Sequence[int] = ()
+    ) -> RaggedArray:
         """Lists of items ``[T_ij, d...]`` -> a batch ragged in two nested
         dims. ``trailing_shape`` and ``dtype`` shape a batch without items."""
         docs = [[np.asarray(x, dtype=dtype) for x in doc] for doc in docs]
@@ -174,7 +178,7 @@ class RaggedArray:
         return cls(inner.values, [outer, inner.partitions[0]])
 
     @classmethod
-    def from_images(cls, items: Iterable, dtype=None) -> "RaggedArray":
+    def from_images(cls, items: Iterable, dtype=None) -> RaggedArray:
         """Items of shape ``[H_i, W_i, c...]`` -> a batch ragged in dims 1 and 2
         (partitions: offsets of the heights, then of the widths)."""
         items = [np.asarray(x, dtype=dtype) for x in items]
@@ -199,8 +203,8 @@ class RaggedArray:
         return cls(values, [heights, widths], layout=((0,), (1,)), _checked=True)
 
     @classmethod
-    def _pack(cls, items, names, dtype, trailing_shape) -> "RaggedArray":
-        for name, x in zip(names, items):
+    def _pack(cls, items, names, dtype, trailing_shape) -> RaggedArray:
+        for name, x in zip(names, items, strict=False):
             if x.ndim < 1:
                 raise ValueError(f"{name}: expected rank >= 1 ([length, ...]), got a scalar")
             if x.shape[1:] != items[0].shape[1:] or x.dtype != items[0].dtype:

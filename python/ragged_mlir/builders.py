@@ -18,14 +18,24 @@ the MLIR text that :func:`ragged_mlir.compile` takes.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence, Union
 
 from . import ir
 from .dialects import func as func_d
 from .dialects import ragged as ragged_d
 
-__all__ = ["Program", "RaggedValue", "TensorValue", "ragged", "tensor", "attention", "gather", "concat", "split"]
+__all__ = [
+    "Program",
+    "RaggedValue",
+    "TensorValue",
+    "ragged",
+    "tensor",
+    "attention",
+    "gather",
+    "concat",
+    "split",
+]
 
 _ELEMENT_TYPES = {
     "f16": lambda: ir.F16Type.get(),
@@ -40,7 +50,7 @@ _ELEMENT_TYPES = {
 @dataclass(frozen=True)
 class _Spec:
     kind: str
-    batch: Optional[int]
+    batch: int | None
     dims: tuple
     dtype: str
 
@@ -61,17 +71,17 @@ class _Spec:
         return ragged_d.RaggedTensorType.get(self.batch, dims, elem)
 
 
-def ragged(batch: Optional[int], *dims: Union[int, str, None], dtype: str = "f32") -> _Spec:
+def ragged(batch: int | None, *dims: int | str | None, dtype: str = "f32") -> _Spec:
     """A ragged input: ``ragged(None, "L", 384)`` is ``!ragged.tensor<?, [L], 384, f32>``."""
     return _Spec("ragged", batch, tuple(dims), dtype)
 
 
-def tensor(*dims: Optional[int], dtype: str = "f32") -> _Spec:
+def tensor(*dims: int | None, dtype: str = "f32") -> _Spec:
     """A dense input: ``tensor(384, None)`` is ``tensor<384x?xf32>``."""
     return _Spec("tensor", None, tuple(dims), dtype)
 
 
-def _create(name: str, results: Sequence[ir.Type], operands: Sequence, attributes: Optional[dict] = None):
+def _create(name: str, results: Sequence[ir.Type], operands: Sequence, attributes: dict | None = None):
     op = ir.Operation.create(
         name,
         results=list(results),
@@ -81,7 +91,7 @@ def _create(name: str, results: Sequence[ir.Type], operands: Sequence, attribute
     return op
 
 
-def _wrap(value: ir.Value) -> "_Value":
+def _wrap(value: ir.Value) -> _Value:
     if isinstance(value.type, ragged_d.RaggedTensorType):
         return RaggedValue(value)
     return TensorValue(value)
@@ -122,34 +132,66 @@ class RaggedValue(_Value):
         return self.value.type
 
     # elementwise ---------------------------------------------------------
-    def _unary(self, fn: str) -> "RaggedValue":
+    def _unary(self, fn: str) -> RaggedValue:
         return _wrap(_create("ragged.unary", [self.type], [self], {"fn": _enum("unary_fn", fn)}).result)
 
-    def neg(self): return self._unary("neg")
-    def exp(self): return self._unary("exp")
-    def log(self): return self._unary("log")
-    def tanh(self): return self._unary("tanh")
-    def relu(self): return self._unary("relu")
-    def gelu(self): return self._unary("gelu")
-    def sqrt(self): return self._unary("sqrt")
-    def rsqrt(self): return self._unary("rsqrt")
-    def abs(self): return self._unary("abs")
-    def sigmoid(self): return self._unary("sigmoid")
+    def neg(self):
+        return self._unary("neg")
 
-    def _binary(self, fn: str, other: _Value) -> "RaggedValue":
+    def exp(self):
+        return self._unary("exp")
+
+    def log(self):
+        return self._unary("log")
+
+    def tanh(self):
+        return self._unary("tanh")
+
+    def relu(self):
+        return self._unary("relu")
+
+    def gelu(self):
+        return self._unary("gelu")
+
+    def sqrt(self):
+        return self._unary("sqrt")
+
+    def rsqrt(self):
+        return self._unary("rsqrt")
+
+    def abs(self):
+        return self._unary("abs")
+
+    def sigmoid(self):
+        return self._unary("sigmoid")
+
+    def _binary(self, fn: str, other: _Value) -> RaggedValue:
         if not isinstance(other, _Value):
             raise TypeError(f"other: expected a RaggedValue or TensorValue, got {type(other).__name__}")
-        return _wrap(_create("ragged.binary", [self.type], [self, other], {"fn": _enum("binary_fn", fn)}).result)
+        return _wrap(
+            _create("ragged.binary", [self.type], [self, other], {"fn": _enum("binary_fn", fn)}).result
+        )
 
-    def __add__(self, o): return self._binary("add", o)
-    def __sub__(self, o): return self._binary("sub", o)
-    def __mul__(self, o): return self._binary("mul", o)
-    def __truediv__(self, o): return self._binary("div", o)
-    def maximum(self, o): return self._binary("max", o)
-    def minimum(self, o): return self._binary("min", o)
+    def __add__(self, o):
+        return self._binary("add", o)
+
+    def __sub__(self, o):
+        return self._binary("sub", o)
+
+    def __mul__(self, o):
+        return self._binary("mul", o)
+
+    def __truediv__(self, o):
+        return self._binary("div", o)
+
+    def maximum(self, o):
+        return self._binary("max", o)
+
+    def minimum(self, o):
+        return self._binary("min", o)
 
     # per token -----------------------------------------------------------
-    def matmul(self, weight: TensorValue) -> "RaggedValue":
+    def matmul(self, weight: TensorValue) -> RaggedValue:
         wt = weight.type
         dims = list(self.rtype.dims)
         dims[-1] = None if wt.is_dynamic_dim(1) else wt.shape[1]
@@ -157,12 +199,12 @@ class RaggedValue(_Value):
 
     __matmul__ = matmul
 
-    def layer_norm(self, gamma: TensorValue, beta: TensorValue, epsilon: float = 1e-5) -> "RaggedValue":
+    def layer_norm(self, gamma: TensorValue, beta: TensorValue, epsilon: float = 1e-5) -> RaggedValue:
         attrs = {"epsilon": _float_attr(ir.F64Type.get(), epsilon)}
         return _wrap(_create("ragged.layer_norm", [self.type], [self, gamma, beta], attrs).result)
 
     # per segment ---------------------------------------------------------
-    def reduce(self, kind: str, empty: Optional[float] = None) -> _Value:
+    def reduce(self, kind: str, empty: float | None = None) -> _Value:
         """sum | mean | max | min over the innermost ragged dim."""
         t = self.rtype
         dims = list(t.dims)
@@ -179,7 +221,7 @@ class RaggedValue(_Value):
             attrs["empty"] = _float_attr(t.element_type, empty)
         return _wrap(_create("ragged.reduce", [result], [self], attrs).result)
 
-    def softmax(self) -> "RaggedValue":
+    def softmax(self) -> RaggedValue:
         return _wrap(_create("ragged.softmax", [self.type], [self]).result)
 
     # structure -----------------------------------------------------------
@@ -200,7 +242,9 @@ class RaggedValue(_Value):
         return _wrap(_create("ragged.mask", [result], [self]).result)
 
 
-def attention(q: RaggedValue, k: RaggedValue, v: RaggedValue, scale: float = 1.0, causal: bool = False) -> RaggedValue:
+def attention(
+    q: RaggedValue, k: RaggedValue, v: RaggedValue, scale: float = 1.0, causal: bool = False
+) -> RaggedValue:
     """softmax(scale * q kᵀ [+ causal mask]) v on [B, L(b), heads, head_dim]."""
     attrs = {"scale": _float_attr(ir.F64Type.get(), scale)}
     if causal:

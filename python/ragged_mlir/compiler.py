@@ -14,9 +14,9 @@ import os
 import shlex
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
@@ -38,7 +38,7 @@ __all__ = [
 PIPELINE = "builtin.module(ragged-to-iree-input)"
 
 
-class Target(str, enum.Enum):
+class Target(enum.StrEnum):
     """IREE target backends; the strings are accepted too."""
 
     LLVM_CPU = "llvm-cpu"
@@ -86,11 +86,11 @@ class CompileOptions:
         temporary directory per compile).
     """
 
-    target: Union[Target, str] = Target.LLVM_CPU
-    device: Optional[str] = None
+    target: Target | str = Target.LLVM_CPU
+    device: str | None = None
     iree_flags: Sequence[str] = field(default_factory=list)
     keep_intermediates: bool = False
-    work_dir: Optional[str] = None
+    work_dir: str | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -116,7 +116,7 @@ class CompileOptions:
 class CompileError(RuntimeError):
     """A compile failed; ``reproducer`` is the directory replaying it."""
 
-    def __init__(self, message: str, reproducer: Optional[Path] = None):
+    def __init__(self, message: str, reproducer: Path | None = None):
         super().__init__(message)
         self.reproducer = reproducer
 
@@ -221,7 +221,7 @@ def _reproducer(work: Path, stage: str, ir_text: str, flags: list[str], message:
     return repro
 
 
-def lower(program, *, work_dir: Optional[str] = None) -> str:
+def lower(program, *, work_dir: str | None = None) -> str:
     """Runs ``ragged-to-iree-input`` and returns the lowered MLIR text."""
     text, _ = _lower(program, Path(work_dir or tempfile.mkdtemp(prefix="ragged-")), [])
     return text
@@ -250,7 +250,7 @@ def _lower(program, work: Path, flags: list[str]):
         return str(module), (input_text, sigs)
 
 
-def compile(program, target: Union[Target, str, None] = None, options: Optional[CompileOptions] = None):
+def compile(program, target: Target | str | None = None, options: CompileOptions | None = None):
     """Compiles a ragged program for an IREE target and loads it.
 
     ``program`` is MLIR text, a ``ragged_mlir.ir.Module`` or a
@@ -275,7 +275,9 @@ def compile(program, target: Union[Target, str, None] = None, options: Optional[
     try:
         import iree.compiler as ireec
     except ImportError as e:  # pragma: no cover - declared dependency
-        raise CompileError("iree-base-compiler is not installed: pip install iree-base-compiler==3.13.0") from e
+        raise CompileError(
+            "iree-base-compiler is not installed: pip install iree-base-compiler==3.13.0"
+        ) from e
     try:
         vmfb = ireec.compile_str(lowered, target_backends=[options.target.value], extra_args=flags)
     except ireec.CompilerToolError as e:
@@ -294,7 +296,7 @@ def compile(program, target: Union[Target, str, None] = None, options: Optional[
     return module
 
 
-def load(path: Union[str, os.PathLike], device: Optional[str] = None) -> "CompiledModule":
+def load(path: str | os.PathLike, device: str | None = None) -> CompiledModule:
     """Loads a module saved by :meth:`CompiledModule.save` without recompiling."""
     path = Path(path)
     meta_path = path.with_suffix(".json")
@@ -337,7 +339,7 @@ class CompiledModule:
                 f"device: a {target!r} artifact runs on {' or '.join(repr(d) for d in allowed)}, "
                 f"not on {driver!r}"
             )
-        self._loaded: Optional[dict] = None
+        self._loaded: dict | None = None
 
     def _load(self) -> dict:
         if self._loaded is not None:
@@ -372,13 +374,13 @@ class CompiledModule:
         }
         return self._loaded
 
-    def __getattr__(self, name: str) -> "CompiledFunction":
+    def __getattr__(self, name: str) -> CompiledFunction:
         signatures = self.__dict__.get("signatures", {})
         if name not in signatures:
             raise AttributeError(f"no function {name!r}; this module has {sorted(signatures)}")
         return self._load()["functions"][name]
 
-    def __getitem__(self, name: str) -> "CompiledFunction":
+    def __getitem__(self, name: str) -> CompiledFunction:
         return self.__getattr__(name)
 
     @property
@@ -396,7 +398,7 @@ class CompiledModule:
             return fn
         return lambda *args: fn(*[host(a) if isinstance(a, np.ndarray) else a for a in args])
 
-    def save(self, path: Union[str, os.PathLike]) -> Path:
+    def save(self, path: str | os.PathLike) -> Path:
         """Writes ``path`` (.vmfb) and its signature file (``.json``)."""
         path = Path(path)
         path.write_bytes(self.vmfb)
@@ -449,7 +451,7 @@ class CompiledFunction:
     """Calls one compiled function: checks and flattens ragged arguments,
     rebuilds ragged results."""
 
-    def __init__(self, name: str, signature: dict, fn, host: Optional[HostImporter] = None):
+    def __init__(self, name: str, signature: dict, fn, host: HostImporter | None = None):
         self.name = name
         self.signature = signature
         self._fn = fn
@@ -461,7 +463,7 @@ class CompiledFunction:
             raise TypeError(f"{self.name}() takes {len(inputs)} arguments ({len(args)} given)")
         flat: list[np.ndarray] = []
         bound: dict[str, tuple[str, np.ndarray]] = {}
-        for i, (arg, desc) in enumerate(zip(args, inputs)):
+        for i, (arg, desc) in enumerate(zip(args, inputs, strict=False)):
             name = f"argument {i}"
             if desc["kind"] == "ragged":
                 flat.extend(_flatten_ragged(name, arg, desc, bound))
@@ -488,14 +490,16 @@ class CompiledFunction:
         return results[0] if len(results) == 1 else tuple(results)
 
 
-def _layout_of(desc) -> Optional[tuple]:
+def _layout_of(desc) -> tuple | None:
     """The RaggedArray layout of a ragged type (None for nested levels)."""
     dims = desc["dims"]
     ragged = [d for d in dims if isinstance(d, dict)]
     if any(d["parent"] for d in ragged) or (len(ragged) == 1 and isinstance(dims[0], dict)):
         return None
     last = max(i for i, d in enumerate(dims) if isinstance(d, dict))
-    return tuple((desc["symbols"].index(d["symbol"]),) if isinstance(d, dict) else d for d in dims[: last + 1])
+    return tuple(
+        (desc["symbols"].index(d["symbol"]),) if isinstance(d, dict) else d for d in dims[: last + 1]
+    )
 
 
 def _check_scalar(name: str, arg, desc):
@@ -517,7 +521,7 @@ def _check_dense(name: str, arg, desc) -> np.ndarray:
     shape = desc["shape"]
     if arr.ndim != len(shape):
         raise ValueError(f"{name}: expected rank {len(shape)} for {desc['type']}, got shape {arr.shape}")
-    for d, (have, need) in enumerate(zip(arr.shape, shape)):
+    for d, (have, need) in enumerate(zip(arr.shape, shape, strict=False)):
         if need is not None and have != need:
             raise ValueError(f"{name}: dim {d} must be {need} for {desc['type']}, got {have}")
     # np.ascontiguousarray would turn a rank-0 array into rank 1.
@@ -529,7 +533,9 @@ def _flatten_ragged(name: str, arg, desc, bound) -> list[np.ndarray]:
         if isinstance(arg, (list, tuple)):
             arg = RaggedArray.from_list(arg)
         else:
-            raise TypeError(f"{name}: expected a RaggedArray (or a list of arrays) for {desc['type']}, got {type(arg).__name__}")
+            raise TypeError(
+                f"{name}: expected a RaggedArray (or a list of arrays) for {desc['type']}, got {type(arg).__name__}"
+            )
     symbols = desc["symbols"]
     if len(arg.partitions) != len(symbols):
         raise ValueError(
@@ -539,7 +545,9 @@ def _flatten_ragged(name: str, arg, desc, bound) -> list[np.ndarray]:
     want = _np_dtype(desc["element"])
     values = arg.values
     if values.dtype != want:
-        raise TypeError(f"{name}: expected values of dtype {np.dtype(want)} for {desc['type']}, got {values.dtype}")
+        raise TypeError(
+            f"{name}: expected values of dtype {np.dtype(want)} for {desc['type']}, got {values.dtype}"
+        )
     dims = desc["dims"]
     last = max(i for i, d in enumerate(dims) if isinstance(d, dict))
     trailing = dims[last + 1 :]
@@ -548,11 +556,13 @@ def _flatten_ragged(name: str, arg, desc, bound) -> list[np.ndarray]:
             f"{name}: values must have rank {1 + len(trailing)} ([rows, {', '.join(map(str, trailing))}]) "
             f"for {desc['type']}, got shape {values.shape}"
         )
-    for j, (have, need) in enumerate(zip(values.shape[1:], trailing)):
+    for j, (have, need) in enumerate(zip(values.shape[1:], trailing, strict=False)):
         if need is not None and have != need:
             raise ValueError(f"{name}: values dim {j + 1} must be {need} for {desc['type']}, got {have}")
     parents = {d["symbol"]: d["parent"] for d in dims if isinstance(d, dict)}
-    parts = {s: check_offsets(f"{name}: offsets of {s}", p) for s, p in zip(symbols, arg.partitions)}
+    parts = {
+        s: check_offsets(f"{name}: offsets of {s}", p) for s, p in zip(symbols, arg.partitions, strict=False)
+    }
     batch = desc["batch"]
     for s in symbols:
         p = parts[s]
@@ -561,7 +571,9 @@ def _flatten_ragged(name: str, arg, desc, bound) -> list[np.ndarray]:
         if parent is None:
             first = parts[symbols[0]]
             if p.size != first.size:
-                raise ValueError(f"{name}: offsets of {s} have {p.size} entries, offsets of {symbols[0]} have {first.size}")
+                raise ValueError(
+                    f"{name}: offsets of {s} have {p.size} entries, offsets of {symbols[0]} have {first.size}"
+                )
         if expected is not None and p.size != expected:
             raise ValueError(f"{name}: offsets of {s} must have {int(expected)} entries, got {p.size}")
     rows = _rows([parts[s] for s in symbols], _layout_of(desc))

@@ -20,7 +20,6 @@ import zlib
 
 import numpy as np
 import pytest
-
 import ragged_mlir
 
 #: Edge-case batches of item lengths (the extent of the ragged dim per item).
@@ -33,7 +32,9 @@ LENGTH_SETS = {
 }
 
 
-def draw_lengths(rng: np.random.Generator, batch: int | None = None, max_len: int = 9, p_empty: float = 0.2) -> list[int]:
+def draw_lengths(
+    rng: np.random.Generator, batch: int | None = None, max_len: int = 9, p_empty: float = 0.2
+) -> list[int]:
     """Random item lengths in [0, max_len], about ``p_empty`` of them 0."""
     if batch is None:
         batch = int(rng.integers(1, 9))
@@ -49,9 +50,7 @@ ALL_LENGTH_SETS = {**LENGTH_SETS, "random": RANDOM_LENGTHS}
 
 def pytest_generate_tests(metafunc):
     if "lengths" in metafunc.fixturenames:
-        metafunc.parametrize(
-            "lengths", list(ALL_LENGTH_SETS.values()), ids=list(ALL_LENGTH_SETS.keys())
-        )
+        metafunc.parametrize("lengths", list(ALL_LENGTH_SETS.values()), ids=list(ALL_LENGTH_SETS.keys()))
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,6 @@ import subprocess
 
 import numpy as np
 import pytest
-
 import ragged_mlir
 from ragged_mlir import CompileError, CompileOptions, RaggedArray
 
@@ -115,9 +114,21 @@ def w(rng):
     "offsets,exc,match",
     [
         ([1, 2, 5], ValueError, r"offsets: offsets must start at 0, got 1"),
-        ([0, 3, 2, 5], ValueError, r"offsets: offsets must be non-decreasing, but offsets\[2\] = 2 < offsets\[1\] = 3"),
-        ([0, 2, 4], ValueError, r"offsets: the last offset must equal the number of rows of values \(5\), got 4"),
-        ([0.0, 2.0, 5.0], TypeError, r"offsets: expected an integer \(int64\) offsets array, got dtype float64"),
+        (
+            [0, 3, 2, 5],
+            ValueError,
+            r"offsets: offsets must be non-decreasing, but offsets\[2\] = 2 < offsets\[1\] = 3",
+        ),
+        (
+            [0, 2, 4],
+            ValueError,
+            r"offsets: the last offset must equal the number of rows of values \(5\), got 4",
+        ),
+        (
+            [0.0, 2.0, 5.0],
+            TypeError,
+            r"offsets: expected an integer \(int64\) offsets array, got dtype float64",
+        ),
         ([[0, 2, 5]], TypeError, r"offsets: expected a 1-D offsets array, got shape \(1, 3\)"),
         (np.zeros(0, np.int64), ValueError, r"offsets: offsets need at least one entry"),
     ],
@@ -129,7 +140,10 @@ def test_constructor_rejects_bad_offsets(offsets, exc, match):
 
 
 def test_constructor_rejects_broken_nesting():
-    with pytest.raises(ValueError, match=r"partitions\[1\]: expected 3 offsets \(the last offset of partitions\[0\] plus one\), got 4"):
+    with pytest.raises(
+        ValueError,
+        match=r"partitions\[1\]: expected 3 offsets \(the last offset of partitions\[0\] plus one\), got 4",
+    ):
         RaggedArray(np.zeros((3, 8), F32), [np.array([0, 1, 2]), np.array([0, 2, 3, 3])])
 
 
@@ -137,9 +151,17 @@ def test_constructor_rejects_broken_nesting():
     "offsets,exc,match",
     [
         ([1, 2, 5], ValueError, r"argument 0: offsets of L: offsets must start at 0, got 1"),
-        ([0, 3, 2, 5], ValueError, r"argument 0: offsets of L: offsets must be non-decreasing, but offsets\[2\] = 2 < offsets\[1\] = 3"),
+        (
+            [0, 3, 2, 5],
+            ValueError,
+            r"argument 0: offsets of L: offsets must be non-decreasing, but offsets\[2\] = 2 < offsets\[1\] = 3",
+        ),
         ([0, 2, 4], ValueError, r"argument 0: the partitions describe 4 rows of values, got 5"),
-        ([0.0, 2.0, 5.0], TypeError, r"argument 0: offsets of L: expected an integer \(int64\) offsets array, got dtype float64"),
+        (
+            [0.0, 2.0, 5.0],
+            TypeError,
+            r"argument 0: offsets of L: expected an integer \(int64\) offsets array, got dtype float64",
+        ),
     ],
     ids=["not_from_0", "decreasing", "last_not_rows", "float"],
 )
@@ -171,12 +193,17 @@ def test_call_rejects_wrong_static_batch(api, x):
 
 def test_float64_values_for_f32_argument(api, x):
     y = RaggedArray(x.values.astype(np.float64), x.partitions)
-    with pytest.raises(TypeError, match=r"argument 1: expected values of dtype float32 for !ragged.tensor<\?, \[L\], 8, f32>, got float64"):
+    with pytest.raises(
+        TypeError,
+        match=r"argument 1: expected values of dtype float32 for !ragged.tensor<\?, \[L\], 8, f32>, got float64",
+    ):
         api.mul(x, y)
 
 
 def test_float64_dense_for_f32_argument(api, x, w):
-    with pytest.raises(TypeError, match=r"argument 1: expected dtype float32 for tensor<8x3xf32>, got float64"):
+    with pytest.raises(
+        TypeError, match=r"argument 1: expected dtype float32 for tensor<8x3xf32>, got float64"
+    ):
         api.mm(x, w.astype(np.float64))
 
 
@@ -187,7 +214,9 @@ def test_int32_ids_for_i64_argument(api, rng):
 
 
 def test_wrong_rank_dense(api, x, w):
-    with pytest.raises(ValueError, match=r"argument 1: expected rank 2 for tensor<8x3xf32>, got shape \(3,\)"):
+    with pytest.raises(
+        ValueError, match=r"argument 1: expected rank 2 for tensor<8x3xf32>, got shape \(3,\)"
+    ):
         api.mm(x, w[0])
 
 
@@ -197,7 +226,9 @@ def test_wrong_static_dim_dense(api, x):
 
 
 def test_wrong_rank_values(api, w):
-    with pytest.raises(ValueError, match=r"argument 0: values must have rank 2 \(\[rows, 8\]\) for .*got shape \(5,\)"):
+    with pytest.raises(
+        ValueError, match=r"argument 0: values must have rank 2 \(\[rows, 8\]\) for .*got shape \(5,\)"
+    ):
         api.mm(RaggedArray(np.zeros(5, F32), np.array([0, 2, 5])), w)
 
 
@@ -207,19 +238,25 @@ def test_wrong_trailing_dim_values(api, w):
 
 
 def test_wrong_partition_count(api, x):
-    with pytest.raises(ValueError, match=r"argument 0: .*takes 2 partitions \(S, T\), got a RaggedArray with 1"):
+    with pytest.raises(
+        ValueError, match=r"argument 0: .*takes 2 partitions \(S, T\), got a RaggedArray with 1"
+    ):
         api.nred(x)
 
 
 def test_shared_symbol_partitions_must_match(api, rng):
     a, b = batch(rng, [2, 3]), batch(rng, [3, 2])  # same rows, other split
-    with pytest.raises(ValueError, match=r"argument 1: symbol L must have the same partition as in argument 0"):
+    with pytest.raises(
+        ValueError, match=r"argument 1: symbol L must have the same partition as in argument 0"
+    ):
         api.mul(a, b)
 
 
 def test_shared_symbol_partitions_must_match_third_argument(api, rng):
     q, k, v = batch(rng, [2, 3], (2, 4)), batch(rng, [2, 3], (2, 4)), batch(rng, [2, 2, 1], (2, 4))
-    with pytest.raises(ValueError, match=r"argument 2: symbol L must have the same partition as in argument 0"):
+    with pytest.raises(
+        ValueError, match=r"argument 2: symbol L must have the same partition as in argument 0"
+    ):
         api.att(q, k, v)
 
 
@@ -234,13 +271,15 @@ def test_dense_array_for_ragged_argument(api, x, w):
 
 
 def test_ragged_array_for_dense_argument(api, x):
-    with pytest.raises(TypeError, match=r"argument 1: expected a dense array tensor<8x3xf32>, got a RaggedArray"):
+    with pytest.raises(
+        TypeError, match=r"argument 1: expected a dense array tensor<8x3xf32>, got a RaggedArray"
+    ):
         api.mm(x, x)
 
 
 def test_unknown_function(api):
     with pytest.raises(AttributeError, match=r"no function 'nope'"):
-        api.nope
+        _ = api.nope
 
 
 def test_list_of_arrays_and_strided_inputs_are_accepted(api, x, w):
@@ -279,7 +318,13 @@ def test_inputs_are_not_mutated(api, rng):
         ("mul", (x, batch(rng, [3, 0, 5, 0]))),
         ("mm", (x, rng.uniform(-1, 1, (8, 3)).astype(F32))),
         ("att", (h, batch(rng, [3, 0, 5, 0], (2, 4)), batch(rng, [3, 0, 5, 0], (2, 4)))),
-        ("gather", (rng.uniform(-1, 1, (10, 8)).astype(F32), RaggedArray.from_list([np.array([1, 9, 0]), np.array([4])]))),
+        (
+            "gather",
+            (
+                rng.uniform(-1, 1, (10, 8)).astype(F32),
+                RaggedArray.from_list([np.array([1, 9, 0]), np.array([4])]),
+            ),
+        ),
         ("cat", (x, batch(rng, [1, 1, 0, 2]))),
         ("split", (x, np.array([1, 0, 5, 0], np.int64))),
         ("pad", (x,)),
@@ -312,7 +357,10 @@ def test_gather_out_of_range_id(api, bad_id):
 @pytest.mark.parametrize("bad", [[4, 1], [1, -1]], ids=["too_long", "negative"])
 def test_from_padded_length_out_of_bounds(api, bad):
     padded = np.ones((2, 3, 8), F32)
-    with pytest.raises(RuntimeError, match=r"ragged\.from_padded: lengths must have one entry per padded item and lie in \[0, padded extent\]"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"ragged\.from_padded: lengths must have one entry per padded item and lie in \[0, padded extent\]",
+    ):
         api.fp(padded, np.array(bad, np.int64))
 
 
@@ -360,7 +408,10 @@ def test_scores_result_to_list(api, rng):
 
 def test_from_list_trailing_dims_differ():
     items = [np.ones((1, 4), F32), np.ones((2, 4), F32), np.ones((1, 5), F32)]
-    with pytest.raises(ValueError, match=r"items\[2\]: trailing dims and dtype must match the first item \(\(4,\), float32\), got \(5,\), float32"):
+    with pytest.raises(
+        ValueError,
+        match=r"items\[2\]: trailing dims and dtype must match the first item \(\(4,\), float32\), got \(5,\), float32",
+    ):
         RaggedArray.from_list(items)
 
 

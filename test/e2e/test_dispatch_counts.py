@@ -8,7 +8,6 @@ IREE's flow level, and the `flow.dispatch` ops are counted.
 import re
 
 import pytest
-
 import ragged_mlir
 
 iree_compiler = pytest.importorskip("iree.compiler")
@@ -17,19 +16,27 @@ S = "!ragged.tensor<{B}, [L], 8, f32>"
 H = "!ragged.tensor<{B}, [L], 2, 4, f32>"
 P = "!ragged.tensor<{B}, [L], [L], 2, f32>"
 N = "!ragged.tensor<{B}, [S], [T(S)], 8, f32>"
-I = "!ragged.tensor<{B}, [L], i64>"
+IDS = "!ragged.tensor<{B}, [L], i64>"
 
 # name -> (arguments, results, body); the body's result is %r.
 OPS = {
     "unary": (f"%x: {S}", S, f"%r = ragged.unary <gelu> %x : {S}"),
-    "binary_dense": (f"%x: {S}, %b: tensor<8xf32>", S, f"%r = ragged.binary <add> %x, %b : {S}, tensor<8xf32>"),
+    "binary_dense": (
+        f"%x: {S}, %b: tensor<8xf32>",
+        S,
+        f"%r = ragged.binary <add> %x, %b : {S}, tensor<8xf32>",
+    ),
     "binary_ragged": (f"%x: {S}, %y: {S}", S, f"%r = ragged.binary <mul> %x, %y : {S}, {S}"),
     "matmul": (
         f"%x: {S}, %w: tensor<8x16xf32>",
         S.replace("8, f32", "16, f32"),
         f"%r = ragged.matmul %x, %w : {S}, tensor<8x16xf32> -> " + S.replace("8, f32", "16, f32"),
     ),
-    "reduce_sum": (f"%x: {S}", "tensor<{B}x8xf32>", f"%r = ragged.reduce <sum> %x : {S} -> tensor<{{B}}x8xf32>"),
+    "reduce_sum": (
+        f"%x: {S}",
+        "tensor<{B}x8xf32>",
+        f"%r = ragged.reduce <sum> %x : {S} -> tensor<{{B}}x8xf32>",
+    ),
     "reduce_max": (
         f"%x: {S}",
         "tensor<{B}x8xf32>",
@@ -51,16 +58,20 @@ OPS = {
     "apply": (f"%p: {P}, %v: {H}", H, f"%r = ragged.apply %p, %v : {P}, {H} -> {H}"),
     "attention": (f"%q: {H}, %k: {H}, %v: {H}", H, f"%r = ragged.attention %q, %k, %v {{causal}} : {H}"),
     "gather": (
-        f"%t: tensor<100x8xf32>, %ids: {I}",
+        f"%t: tensor<100x8xf32>, %ids: {IDS}",
         S,
-        f"%r = ragged.gather %t[%ids] : tensor<100x8xf32>, {I} -> {S}",
+        f"%r = ragged.gather %t[%ids] : tensor<100x8xf32>, {IDS} -> {S}",
     ),
     "concat": (
         f"%a: {S}, %b: " + S.replace("[L]", "[M]"),
         S.replace("[L]", "[K]"),
         f"%r = ragged.concat %a, %b : {S}, " + S.replace("[L]", "[M]") + " -> " + S.replace("[L]", "[K]"),
     ),
-    "to_padded": (f"%x: {S}", "tensor<{B}x?x8xf32>", f"%r = ragged.to_padded %x padding(0.0 : f32) : {S} -> tensor<{{B}}x?x8xf32>"),
+    "to_padded": (
+        f"%x: {S}",
+        "tensor<{B}x?x8xf32>",
+        f"%r = ragged.to_padded %x padding(0.0 : f32) : {S} -> tensor<{{B}}x?x8xf32>",
+    ),
     "mask": (f"%x: {S}", "tensor<{B}x?xi1>", f"%r = ragged.mask %x : {S} -> tensor<{{B}}x?xi1>"),
     "from_padded": (
         "%p: tensor<{B}x?x8xf32>, %l: tensor<{B}xi64>",

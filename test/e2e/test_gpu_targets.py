@@ -135,8 +135,16 @@ def encoder_layer_text(batch=BATCH, d: int = 64, heads: int = 4, ff: int = 128, 
 
     @prog.func(
         x=ragged(batch, "L", d, dtype=dtype),
-        wq=w(d, d), wk=w(d, d), wv=w(d, d), wo=w(d, d),
-        g1=w(d), b1=w(d), w1=w(d, ff), w2=w(ff, d), g2=w(d), b2=w(d),
+        wq=w(d, d),
+        wk=w(d, d),
+        wv=w(d, d),
+        wo=w(d, d),
+        g1=w(d),
+        b1=w(d),
+        w1=w(d, ff),
+        w2=w(ff, d),
+        g2=w(d),
+        b2=w(d),
     )
     def encoder_layer(x, wq, wk, wv, wo, g1, b1, w1, w2, g2, b2):
         q, k, v = (_reshape_items(x @ m, (heads, hd)) for m in (wq, wk, wv))
@@ -178,7 +186,9 @@ def _params(cases, targets, known=None):
             marks = []
             if known and (target, case) in known:
                 reason = known[(target, case)]
-                marks = [pytest.mark.xfail(strict=True, raises=iree_compiler.CompilerToolError, reason=reason)]
+                marks = [
+                    pytest.mark.xfail(strict=True, raises=iree_compiler.CompilerToolError, reason=reason)
+                ]
             out.append(pytest.param(target, case, id=f"{target}-{case}", marks=marks))
     return out
 
@@ -213,7 +223,7 @@ def _full_compile(case: str, backend: str, flags: list[str], fmt: bytes) -> byte
 def first_error(e: Exception) -> str:
     """IREE's first diagnostic line, without its `<stdin>:line:col: ` prefix."""
     line = next((line for line in str(e).splitlines() if "error:" in line), "")
-    return line[line.index("error:"):] if line else ""
+    return line[line.index("error:") :] if line else ""
 
 
 @pytest.mark.parametrize("target,case", _params(CASES, TARGETS, KNOWN_FAILURES))
@@ -286,7 +296,7 @@ def test_missing_driver_default_options(target, tmp_path):
     module = ragged_mlir.compile(SMALL, target=target)
     assert module.save(tmp_path / "m.vmfb").stat().st_size > 0
     with pytest.raises(RuntimeError) as info:
-        module.f
+        _ = module.f
     msg = str(info.value)
     assert f"IREE driver {driver!r} cannot open a device on this machine" in msg, msg
     listed = re.search(r"Drivers in this runtime: ([^.]*)\.", msg)
@@ -298,13 +308,16 @@ def test_missing_driver_names_the_cause():
     """IREE's reason (the missing driver library) is part of the message."""
     _skip_if_present("cuda")
     with pytest.raises(RuntimeError) as info:
-        ragged_mlir.compile(SMALL, target="cuda").f
+        _ = ragged_mlir.compile(SMALL, target="cuda").f
     assert "libcuda" in str(info.value), str(info.value)
 
 
 def test_unknown_driver_name():
     options = ragged_mlir.CompileOptions(target="llvm-cpu", device="no-such-driver")
-    with pytest.raises(ValueError, match=r"a 'llvm-cpu' artifact runs on 'local-task' or 'local-sync', not on 'no-such-driver'"):
+    with pytest.raises(
+        ValueError,
+        match=r"a 'llvm-cpu' artifact runs on 'local-task' or 'local-sync', not on 'no-such-driver'",
+    ):
         ragged_mlir.compile(SMALL, options=options)
 
 

@@ -36,7 +36,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from ragged_mlir import RaggedArray
 
 F32 = np.float32
@@ -75,7 +74,7 @@ def assert_ragged_close(out, ref_items, lengths, exact=False, **tol):
     assert len(out.partitions) == 1
     np.testing.assert_array_equal(out.partitions[0], offsets_of(lengths), err_msg="result offsets")
     assert out.values.shape[0] == sum(lengths), (out.values.shape, sum(lengths))
-    for b, (got, want) in enumerate(zip(items_of(out, lengths), ref_items)):
+    for b, (got, want) in enumerate(zip(items_of(out, lengths), ref_items, strict=False)):
         assert got.shape == want.shape, f"item {b}: shape {got.shape} != {want.shape}"
         if exact:
             np.testing.assert_array_equal(got, want, err_msg=f"item {b}")
@@ -177,7 +176,10 @@ def _elementwise_module() -> str:
                 f"  %z = ragged.binary <{fn}> %x, %y : {S8}, {rty}\n  return %z : {S8}\n}}"
             )
     # Broadcast of a dense suffix [4] and [2, 4] against trailing dims [2, 4].
-    for name, fn, rty in (("b_sub_suffix1", "sub", "tensor<4xf32>"), ("b_div_suffix2", "div", "tensor<2x4xf32>")):
+    for name, fn, rty in (
+        ("b_sub_suffix1", "sub", "tensor<4xf32>"),
+        ("b_div_suffix2", "div", "tensor<2x4xf32>"),
+    ):
         fns.append(
             f"func.func @{name}(%x: {S24}, %y: {rty}) -> {S24} {{\n"
             f"  %z = ragged.binary <{fn}> %x, %y : {S24}, {rty}\n  return %z : {S24}\n}}"
@@ -225,7 +227,7 @@ def test_binary(ew, rng, ragged, lengths, fn, kind):
     if kind == "ragged":
         ys = [away_from_zero(rng, (n, 8)) for n in lengths]
         y = RaggedArray.from_list(ys)
-        ref = [BINARY_REF[fn](a, b) for a, b in zip(f64(xs), f64(ys))]
+        ref = [BINARY_REF[fn](a, b) for a, b in zip(f64(xs), f64(ys), strict=False)]
     else:
         y = np.asarray(away_from_zero(rng, (8,) if kind == "vec" else ()), F32)
         ref = [BINARY_REF[fn](a, np.asarray(y, F64)) for a in f64(xs)]
@@ -270,10 +272,10 @@ def _reduce_module() -> str:
   %y = ragged.matmul %x, %w : {S8}, tensor<8x3xf32> -> !ragged.tensor<?, [L], 3, f32>
   return %y : !ragged.tensor<?, [L], 3, f32>
 }}""",
-        f"""func.func @mm3(%x: !ragged.tensor<?, [L], 2, 8, f32>, %w: tensor<8x5xf32>) -> !ragged.tensor<?, [L], 2, 5, f32> {{
+        """func.func @mm3(%x: !ragged.tensor<?, [L], 2, 8, f32>, %w: tensor<8x5xf32>) -> !ragged.tensor<?, [L], 2, 5, f32> {
   %y = ragged.matmul %x, %w : !ragged.tensor<?, [L], 2, 8, f32>, tensor<8x5xf32> -> !ragged.tensor<?, [L], 2, 5, f32>
   return %y : !ragged.tensor<?, [L], 2, 5, f32>
-}}""",
+}""",
         f"""func.func @red_r3(%x: {S24}) -> tensor<?x2x4xf32> {{
   %y = ragged.reduce <sum> %x : {S24} -> tensor<?x2x4xf32>
   return %y : tensor<?x2x4xf32>
@@ -352,7 +354,9 @@ def test_reduce_rank3_values(red, rng, ragged, lengths):
     out = red.red_r3(x)
     assert out.shape == (len(lengths), 2, 4)
     for b, seg in enumerate(f64(xs)):
-        np.testing.assert_allclose(out[b], ref_reduce("sum", seg, 0.0), err_msg=f"item {b}", **sum_tol(seg.shape[0]))
+        np.testing.assert_allclose(
+            out[b], ref_reduce("sum", seg, 0.0), err_msg=f"item {b}", **sum_tol(seg.shape[0])
+        )
 
 
 def nested_docs(rng, lengths, trailing=(8,), max_tokens=4):
@@ -473,7 +477,7 @@ def test_softmax_scores_layout(norm, rng, ragged, lengths):
     p_items = square_items(p, lengths, 2)
     out = norm.sm_scores(p)
     np.testing.assert_array_equal(out.partitions[0], offsets_of(lengths))
-    for b, (got, src) in enumerate(zip(square_items(out, lengths, 2), p_items)):
+    for b, (got, src) in enumerate(zip(square_items(out, lengths, 2), p_items, strict=False)):
         np.testing.assert_allclose(got, ref_softmax(src, 1), err_msg=f"item {b}", **EXP_TOL)
 
 
@@ -489,7 +493,9 @@ def test_softmax_nested(norm, rng, lengths):
     for b, doc in enumerate(docs):
         assert len(got[b]) == len(doc)
         for s, sent in enumerate(doc):
-            np.testing.assert_allclose(got[b][s], ref_softmax(sent, 0), err_msg=f"doc {b} sentence {s}", **EXP_TOL)
+            np.testing.assert_allclose(
+                got[b][s], ref_softmax(sent, 0), err_msg=f"doc {b} sentence {s}", **EXP_TOL
+            )
 
 
 def ref_layer_norm(x, g, b, eps):
@@ -503,7 +509,9 @@ def ref_layer_norm(x, g, b, eps):
     return out
 
 
-@pytest.mark.parametrize("fname,trailing,eps", [("ln", (8,), 1e-5), ("ln_default", (2, 8), 1e-5), ("ln_big_eps", (8,), 0.5)])
+@pytest.mark.parametrize(
+    "fname,trailing,eps", [("ln", (8,), 1e-5), ("ln_default", (2, 8), 1e-5), ("ln_big_eps", (8,), 0.5)]
+)
 def test_layer_norm(norm, rng, ragged, lengths, fname, trailing, eps):
     x, xs = ragged(rng, lengths, trailing, -2, 3)
     g = rng.uniform(0.5, 1.5, 8).astype(F32)
@@ -582,7 +590,7 @@ def test_scores(attn, rng, ragged, lengths, causal):
     k, ks = ragged(rng, lengths, (2, 4))
     out = (attn.sc_causal if causal else attn.sc)(q, k)
     np.testing.assert_array_equal(out.partitions[0], offsets_of(lengths))
-    for b, (got, a, c) in enumerate(zip(square_items(out, lengths, 2), f64(qs), f64(ks))):
+    for b, (got, a, c) in enumerate(zip(square_items(out, lengths, 2), f64(qs), f64(ks), strict=False)):
         # assert_allclose requires -inf at exactly the same places.
         np.testing.assert_allclose(got, ref_scores(a, c, 0.5, causal), err_msg=f"item {b}", **sum_tol(4))
 
@@ -594,17 +602,23 @@ def test_apply(attn, rng, ragged, lengths):
     # A [B, L, L, H] batch: one shared partition L, L(b)^2 * H values per item.
     p = RaggedArray(pv, [offsets_of(lengths)], layout=((0,), (0,)))
     out = attn.ap(p, v)
-    ref = [ref_apply(np.asarray(pv[o[b] : o[b + 1]], F64).reshape(n, n, 2), vv) for b, (n, vv) in enumerate(zip(lengths, f64(vs)))]
+    ref = [
+        ref_apply(np.asarray(pv[o[b] : o[b + 1]], F64).reshape(n, n, 2), vv)
+        for b, (n, vv) in enumerate(zip(lengths, f64(vs), strict=False))
+    ]
     assert_ragged_close(out, ref, lengths, **sum_tol(max(lengths)))
 
 
-@pytest.mark.parametrize("fname,scale,causal", [("att", 0.35, False), ("att_causal", 0.35, True), ("att_default_scale", 1.0, False)])
+@pytest.mark.parametrize(
+    "fname,scale,causal",
+    [("att", 0.35, False), ("att_causal", 0.35, True), ("att_default_scale", 1.0, False)],
+)
 def test_attention(attn, rng, ragged, lengths, fname, scale, causal):
     q, qs = ragged(rng, lengths, (2, 4), -2, 2)
     k, ks = ragged(rng, lengths, (2, 4), -2, 2)
     v, vs = ragged(rng, lengths, (2, 4))
     out = getattr(attn, fname)(q, k, v)
-    ref = [ref_attention(a, c, e, scale, causal) for a, c, e in zip(f64(qs), f64(ks), f64(vs))]
+    ref = [ref_attention(a, c, e, scale, causal) for a, c, e in zip(f64(qs), f64(ks), f64(vs), strict=False)]
     assert_ragged_close(out, ref, lengths, **EXP_TOL)
 
 
@@ -616,7 +630,7 @@ def test_attention_is_per_item(attn, rng, ragged):
     k, ks = ragged(rng, lengths, (2, 4), -2, 2)
     v, vs = ragged(rng, lengths, (2, 4))
     full = attn.att_causal(q, k, v)
-    for b, n in enumerate(lengths):
+    for b, _n in enumerate(lengths):
         one = attn.att_causal(*(RaggedArray.from_list([t[b]]) for t in (qs, ks, vs)))
         np.testing.assert_allclose(items_of(full, lengths)[b], one.values, rtol=1e-6, atol=1e-6)
 
@@ -678,8 +692,8 @@ def test_concat(move, rng, ragged, lengths):
     rlens = [int(n) for n in rng.integers(0, 4, size=len(lengths))]
     b, bs = ragged(rng, rlens, (8,))
     out = move.cat(a, b)
-    total = [x + y for x, y in zip(lengths, rlens)]
-    ref = [np.concatenate([x, y]) for x, y in zip(as_, bs)]
+    total = [x + y for x, y in zip(lengths, rlens, strict=False)]
+    ref = [np.concatenate([x, y]) for x, y in zip(as_, bs, strict=False)]
     assert_ragged_close(out, ref, total, exact=True)
 
 
@@ -689,8 +703,13 @@ def test_split(move, rng, ragged, lengths):
     if len(cut) > 1:  # both extremes: 0 and the full length
         cut[0], cut[-1] = 0, lengths[-1]
     head, tail = move.split(a, np.array(cut, np.int64))
-    assert_ragged_close(head, [x[:c] for x, c in zip(as_, cut)], cut, exact=True)
-    assert_ragged_close(tail, [x[c:] for x, c in zip(as_, cut)], [n - c for n, c in zip(lengths, cut)], exact=True)
+    assert_ragged_close(head, [x[:c] for x, c in zip(as_, cut, strict=False)], cut, exact=True)
+    assert_ragged_close(
+        tail,
+        [x[c:] for x, c in zip(as_, cut, strict=False)],
+        [n - c for n, c in zip(lengths, cut, strict=False)],
+        exact=True,
+    )
 
 
 @settings(max_examples=20, deadline=None)
@@ -702,7 +721,9 @@ def test_split_concat_property(compiled, data):
     cut = [data.draw(st.integers(0, n), label=f"cut{b}") for b, n in enumerate(lens)]
     items = [np.arange(n * 8, dtype=F32).reshape(n, 8) + 1000 * b for b, n in enumerate(lens)]
     out = m.split_cat(RaggedArray.from_list(items), np.array(cut, np.int64))
-    assert_ragged_close(out, [np.concatenate([x[c:], x[:c]]) for x, c in zip(items, cut)], lens, exact=True)
+    assert_ragged_close(
+        out, [np.concatenate([x[c:], x[:c]]) for x, c in zip(items, cut, strict=False)], lens, exact=True
+    )
 
 
 # --------------------------------------------------------------------------
@@ -756,7 +777,9 @@ def test_to_padded_and_mask(struct, rng, ragged, lengths):
     for b, it in enumerate(xs):
         n = it.shape[0]
         np.testing.assert_array_equal(padded[b, :n], it, err_msg=f"item {b}")
-        np.testing.assert_array_equal(padded[b, n:], np.full((ext - n, 4), -7.0, F32), err_msg=f"item {b} padding")
+        np.testing.assert_array_equal(
+            padded[b, n:], np.full((ext - n, 4), -7.0, F32), err_msg=f"item {b} padding"
+        )
         np.testing.assert_array_equal(mask[b], np.arange(ext) < n, err_msg=f"mask {b}")
 
 
@@ -791,7 +814,7 @@ def image_batch(rng, heights, max_w=5):
     widths = [int(w) for w in rng.integers(0, max_w + 1, size=len(heights))]
     if len(widths) > 1:
         widths[0] = max(widths[0], 1)
-    return [rng.uniform(-1, 1, (h, w, 3)).astype(F32) for h, w in zip(heights, widths)]
+    return [rng.uniform(-1, 1, (h, w, 3)).astype(F32) for h, w in zip(heights, widths, strict=False)]
 
 
 def test_to_padded_image(struct, rng, lengths):
@@ -828,9 +851,9 @@ def test_from_padded_image(struct, rng, lengths):
     np.testing.assert_array_equal(out.partitions[0], offsets_of(heights))
     np.testing.assert_array_equal(out.partitions[1], offsets_of(widths))
     # Packed row-major per image: item b holds h*w pixels.
-    starts = offsets_of([h * w for h, w in zip(heights, widths)])
+    starts = offsets_of([h * w for h, w in zip(heights, widths, strict=False)])
     assert out.values.shape == (starts[-1], 3)
-    for b, (h, w) in enumerate(zip(heights, widths)):
+    for b, (h, w) in enumerate(zip(heights, widths, strict=False)):
         got = out.values[starts[b] : starts[b + 1]].reshape(h, w, 3)
         np.testing.assert_array_equal(got, padded[b, :h, :w], err_msg=f"image {b}")
 
@@ -845,7 +868,7 @@ def test_padded_round_trip_image(struct, rng, lengths):
     )
     got = out.to_list()
     assert len(got) == len(imgs)
-    for b, (g, im) in enumerate(zip(got, imgs)):
+    for b, (g, im) in enumerate(zip(got, imgs, strict=False)):
         np.testing.assert_array_equal(g, im, err_msg=f"image {b}")
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import ragged_mlir
 from ragged_mlir import RaggedArray
 
@@ -45,12 +44,12 @@ def test_save_load_round_trip(tmp_path, rng):
     for name, args in (("block", (x, g, b)), ("nested", (docs,))):
         want, got = getattr(module, name)(*args), getattr(loaded, name)(*args)
         assert len(want) == len(got)
-        for w, o in zip(want, got):
+        for w, o in zip(want, got, strict=False):
             assert type(w) is type(o)
             if isinstance(w, RaggedArray):
                 assert w.layout == o.layout
                 assert len(w.partitions) == len(o.partitions)
-                for pw, po in zip(w.partitions, o.partitions):
+                for pw, po in zip(w.partitions, o.partitions, strict=False):
                     np.testing.assert_array_equal(pw, po)
                 w, o = w.values, o.values
             assert w.dtype == o.dtype and w.shape == o.shape

@@ -45,9 +45,11 @@ with ir.Context(), ir.Location.unknown():
 
     # Malformed IR: a located diagnostic, not a crash.
     try:
-        ir.Module.parse("func.func @f(%x: !ragged.tensor<?, [L], 4, f32>) {\n"
-                        "  %v = ragged.values %x : !ragged.tensor<?, [L], 4, f32> -> tensor<?x5xf32>\n"
-                        "  return\n}")
+        ir.Module.parse(
+            "func.func @f(%x: !ragged.tensor<?, [L], 4, f32>) {\n"
+            "  %v = ragged.values %x : !ragged.tensor<?, [L], 4, f32> -> tensor<?x5xf32>\n"
+            "  return\n}"
+        )
     except ir.MLIRError as e:
         print(e)
     # CHECK: error: "-":2:8: 'ragged.values' op values dim 1 is 5 but the ragged type needs 4

@@ -11,11 +11,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
 
 from .._mlir_libs._raggedDialects.ragged import RaggedTensorType, register_dialect
-from ..ir import FloatType, IndexType, IntegerType
+from ..ir import FloatType, IndexType, IntegerType, Type
 from ._ragged_ops_gen import *  # noqa: F401,F403
 from ._ragged_ops_gen import _Dialect  # noqa: F401
 
@@ -38,18 +38,18 @@ class Ragged:
     ``i`` indexes the ragged dim ``parent`` (nesting)."""
 
     symbol: str
-    parent: Optional[str] = None
+    parent: str | None = None
 
     def __str__(self) -> str:
         return f"[{self.symbol}({self.parent})]" if self.parent else f"[{self.symbol}]"
 
 
-Dim = Union[int, None, Ragged]
+Dim = int | None | Ragged
 
 
 def _get(
     cls,
-    batch: Optional[int],
+    batch: int | None,
     dims: Sequence[Dim],
     element_type: Type,
     encoding: str = "offsets",

@@ -21,8 +21,9 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -61,9 +62,9 @@ class RaggedBackendOptions:
     """
 
     target: str = "llvm-cpu"
-    device: Optional[str] = None
+    device: str | None = None
     iree_flags: Sequence[str] = ()
-    debug_dir: Optional[str] = None
+    debug_dir: str | None = None
     fallback: bool = True
 
 
@@ -191,14 +192,16 @@ def _import_dense(name: str, sub: torch.fx.GraphModule) -> str:
     try:
         module = tfx.stateless_fx_import(sub, output_type="linalg-on-tensors", model_name=name)
     except Exception as e:  # torch-mlir raises many kinds
-        raise Unsupported(f"torch-mlir could not lower {name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise Unsupported(f"torch-mlir could not lower {name}: {reason}") from e
     return str(module)
 
 
 def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBackendOptions):
     """Compiles an ATen FX graph with ragged custom ops; returns a callable
     over the same flat arguments, or raises :class:`Unsupported`."""
-    from .. import compile as ragged_compile, ir
+    from .. import compile as ragged_compile
+    from .. import ir
     from ..compiler import CompileOptions
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -244,7 +247,9 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBa
             ragged_nodes = [n for n in sub.graph.nodes if _is_ragged(n)]
             if ragged_nodes:
                 inner = {}
-                for ph, a in zip([n for n in sub.graph.nodes if n.op == "placeholder"], node.args):
+                for ph, a in zip(
+                    [n for n in sub.graph.nodes if n.op == "placeholder"], node.args, strict=False
+                ):
                     inner[ph.name] = env[a.name]
                 rn = ragged_nodes[0]
                 env[node.name] = _emit_ragged(em, rn, inner)
@@ -260,7 +265,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBa
             dense_texts.append(text)
             declarations.append(f"func.func private @{fname}({', '.join(ins)}) -> ({', '.join(res)})")
             call_args = []
-            for a, want in zip(node.args, ins):
+            for a, want in zip(node.args, ins, strict=False):
                 name, have = env[a.name]
                 if have != want:
                     c = em.fresh()
@@ -274,10 +279,14 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBa
             lhs = ", ".join(results)
             if len(res) > 1:
                 base = em.fresh()
-                em.lines.append(f"{base}:{len(res)} = func.call @{fname}({', '.join(call_args)}) : ({', '.join(ins)}) -> ({', '.join(res)})")
+                em.lines.append(
+                    f"{base}:{len(res)} = func.call @{fname}({', '.join(call_args)}) : ({', '.join(ins)}) -> ({', '.join(res)})"
+                )
                 results = [f"{base}#{i}" for i in range(len(res))]
             else:
-                em.lines.append(f"{lhs} = func.call @{fname}({', '.join(call_args)}) : ({', '.join(ins)}) -> {res[0]}")
+                em.lines.append(
+                    f"{lhs} = func.call @{fname}({', '.join(call_args)}) : ({', '.join(ins)}) -> {res[0]}"
+                )
             if len(res) == 1:
                 env[node.name] = (results[0], res[0])
             else:
@@ -390,7 +399,7 @@ def _forward_compiler(options: RaggedBackendOptions):
     return fw_compiler
 
 
-def ragged_backend(gm: torch.fx.GraphModule, example_inputs, options: Optional[dict] = None) -> Callable:
+def ragged_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None) -> Callable:
     """The ``torch.compile`` backend (entry point ``torch_dynamo_backends``: ``ragged``)."""
     from torch._dynamo.backends.common import aot_autograd
 

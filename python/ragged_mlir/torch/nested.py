@@ -69,7 +69,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -132,7 +133,7 @@ class NestedTensor:
         batch_first: bool = True,
         padding_value: float = 0.0,
         mask_value: bool = False,
-        ragged_dims: Optional[Sequence[int]] = None,
+        ragged_dims: Sequence[int] | None = None,
     ) -> None:
         items = self._items_from_args(tensors)
         if not items:
@@ -188,7 +189,7 @@ class NestedTensor:
         self._set(values, offsets, partitions, rdims, shapes, batch_first, padding_value, mask_value)
 
     @staticmethod
-    def _items_from_args(tensors: tuple) -> List[torch.Tensor]:
+    def _items_from_args(tensors: tuple) -> list[torch.Tensor]:
         if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
             inner = tensors[0]
             # A single list of items (tensors or nested sequences), not one
@@ -220,12 +221,12 @@ class NestedTensor:
     @classmethod
     def _new(
         cls, values, offsets, partitions, rdims, shapes, batch_first, padding_value, mask_value
-    ) -> "NestedTensor":
+    ) -> NestedTensor:
         obj = cls.__new__(cls)
         obj._set(values, offsets, partitions, rdims, shapes, batch_first, padding_value, mask_value)
         return obj
 
-    def _like(self, values: torch.Tensor, keep_shapes: bool = False) -> "NestedTensor":
+    def _like(self, values: torch.Tensor, keep_shapes: bool = False) -> NestedTensor:
         """A NestedTensor with the structure of ``self`` and new packed values.
 
         ``keep_shapes``: the op kept every item's shape (elementwise ops);
@@ -263,7 +264,7 @@ class NestedTensor:
         batch_first: bool = True,
         padding_value: float = 0.0,
         mask_value: bool = False,
-    ) -> "NestedTensor":
+    ) -> NestedTensor:
         """Wraps packed ``values`` ``[rows, d...]`` and ``offsets`` ``[B + 1]``
         (one ragged dim, ``[B, L(b), d...]``) without copying them.
 
@@ -305,7 +306,7 @@ class NestedTensor:
         return cls._new(values, offsets, [offsets], (0,), None, batch_first, padding_value, mask_value)
 
     @classmethod
-    def from_njt(cls, njt: torch.Tensor, **kwargs) -> "NestedTensor":
+    def from_njt(cls, njt: torch.Tensor, **kwargs) -> NestedTensor:
         """From a PyTorch nested tensor. A contiguous jagged-layout NJT with
         its ragged dim at 1 is wrapped without a copy; any other (strided
         layout, holes) is unbound into items. ``kwargs``: ``batch_first``,
@@ -323,7 +324,7 @@ class NestedTensor:
         return torch.nested.nested_tensor_from_jagged(self.values, self.offsets)
 
     @classmethod
-    def from_danling(cls, nt: Any) -> "NestedTensor":
+    def from_danling(cls, nt: Any) -> NestedTensor:
         """From a DanLing ``NestedTensor`` (duck-typed; DanLing is not needed).
 
         Uses its list of items (``storage`` / ``_storage``) when it has one,
@@ -380,14 +381,14 @@ class NestedTensor:
                 f"item dims {self._ragged_dims} (item shapes {self._describe_shapes()})"
             )
 
-    def _item_shapes(self) -> List[Tuple[int, ...]]:
+    def _item_shapes(self) -> list[tuple[int, ...]]:
         if self._shapes is None:
             tail = tuple(int(s) for s in self.values.shape[1:])
             lengths = (self.offsets[1:] - self.offsets[:-1]).tolist()
             self._shapes = [(int(n),) + tail for n in lengths]
         return self._shapes
 
-    def _row_bounds(self) -> List[int]:
+    def _row_bounds(self) -> list[int]:
         return [int(x) for x in self.offsets.tolist()]
 
     def _describe_shapes(self, limit: int = 8) -> str:
@@ -402,7 +403,7 @@ class NestedTensor:
         shown = ", ".join(str(s) for s in shapes[:limit]) + (", ..." if len(shapes) > limit else "")
         return f"[{len(shapes)}, items=({shown})]"
 
-    def _check_same_structure(self, other: "NestedTensor", fname: str) -> None:
+    def _check_same_structure(self, other: NestedTensor, fname: str) -> None:
         if other is self or other.offsets is self.offsets:
             if self._ragged_dims == other._ragged_dims:
                 return
@@ -451,7 +452,7 @@ class NestedTensor:
         return False
 
     @property
-    def ragged_dims(self) -> Tuple[int, ...]:
+    def ragged_dims(self) -> tuple[int, ...]:
         """The ragged dims, as item dims (0 = each item's first dim)."""
         return self._ragged_dims
 
@@ -462,7 +463,7 @@ class NestedTensor:
         return self.offsets[1:] - self.offsets[:-1]
 
     @property
-    def item_shapes(self) -> Tuple[torch.Size, ...]:
+    def item_shapes(self) -> tuple[torch.Size, ...]:
         """The shape of every item."""
         return tuple(torch.Size(s) for s in self._item_shapes())
 
@@ -479,7 +480,7 @@ class NestedTensor:
     def __len__(self) -> int:
         return self.offsets.shape[0] - 1
 
-    def _max_item_shape(self) -> Tuple[int, ...]:
+    def _max_item_shape(self) -> tuple[int, ...]:
         shapes = self._item_shapes()
         rank = self.dim() - 1
         if not shapes:
@@ -495,7 +496,7 @@ class NestedTensor:
             full = (full[1], full[0]) + full[2:]
         return torch.Size(full)
 
-    def size(self, dim: Optional[int] = None):
+    def size(self, dim: int | None = None):
         shape = self.shape
         return shape if dim is None else shape[dim]
 
@@ -533,7 +534,7 @@ class NestedTensor:
             )
             extents = [ext[:, d] if b else ext.new_zeros(0) for d in range(self._lead)]
         real = torch.ones((b,) + maxes, dtype=torch.bool, device=device)
-        for d, (m, e) in enumerate(zip(maxes, extents)):
+        for d, (m, e) in enumerate(zip(maxes, extents, strict=False)):
             view = [1] * (len(maxes) + 1)
             view[d + 1] = m
             inside = torch.arange(m, device=device).view(view) < e.view((b,) + (1,) * len(maxes))
@@ -541,7 +542,7 @@ class NestedTensor:
         mask = ~real if self.mask_value else real
         return mask if self.batch_first else mask.transpose(0, 1).contiguous()
 
-    def unbind(self, dim: Optional[int] = None) -> Tuple[torch.Tensor, ...]:
+    def unbind(self, dim: int | None = None) -> tuple[torch.Tensor, ...]:
         """The items (views of the packed values); ``dim``, if given, must be
         the batch dim (0, or 1 when not batch_first)."""
         batch_dim = 0 if self.batch_first else 1
@@ -619,7 +620,7 @@ class NestedTensor:
             f"NestedTensor indices must be ints, slices, lists or tuples, got {type(index).__name__}"
         )
 
-    def _select(self, picks: List[int]) -> "NestedTensor":
+    def _select(self, picks: list[int]) -> NestedTensor:
         b = len(self)
         for i in picks:
             if not -b <= i < b:
@@ -633,7 +634,7 @@ class NestedTensor:
         items = [self[i] for i in picks]
         return NestedTensor(items, ragged_dims=self._ragged_dims, **self._state())
 
-    def _state(self) -> Dict[str, Any]:
+    def _state(self) -> dict[str, Any]:
         return {
             "batch_first": self.batch_first,
             "padding_value": self.padding_value,
@@ -641,7 +642,7 @@ class NestedTensor:
         }
 
     # -- conversions -------------------------------------------------------
-    def to(self, *args, **kwargs) -> "NestedTensor":
+    def to(self, *args, **kwargs) -> NestedTensor:
         """Like ``Tensor.to``: dtype conversions apply to the values, device
         moves apply to values and offsets (offsets stay int64)."""
         values = self.values.to(*args, **kwargs)
@@ -651,25 +652,25 @@ class NestedTensor:
         parts = None if self._ragged_dims == (0,) else [p.to(device=values.device) for p in self.partitions]
         return self._with_values(values, offsets, parts)
 
-    def cpu(self) -> "NestedTensor":
+    def cpu(self) -> NestedTensor:
         return self.to("cpu")
 
-    def cuda(self, device=None) -> "NestedTensor":
+    def cuda(self, device=None) -> NestedTensor:
         return self.to("cuda" if device is None else device)
 
-    def float(self) -> "NestedTensor":
+    def float(self) -> NestedTensor:
         return self.to(torch.float32)
 
-    def double(self) -> "NestedTensor":
+    def double(self) -> NestedTensor:
         return self.to(torch.float64)
 
-    def half(self) -> "NestedTensor":
+    def half(self) -> NestedTensor:
         return self.to(torch.float16)
 
-    def bfloat16(self) -> "NestedTensor":
+    def bfloat16(self) -> NestedTensor:
         return self.to(torch.bfloat16)
 
-    def _with_values(self, values: torch.Tensor, offsets=None, partitions=None) -> "NestedTensor":
+    def _with_values(self, values: torch.Tensor, offsets=None, partitions=None) -> NestedTensor:
         """Same structure and item shapes, other values (and offsets)."""
         offsets = self.offsets if offsets is None else offsets
         single = self._ragged_dims == (0,)
@@ -681,18 +682,18 @@ class NestedTensor:
         shapes = None if single and _is_compiling() else self._shapes
         return self._new(values, offsets, partitions, self._ragged_dims, shapes, **self._state())
 
-    def detach(self) -> "NestedTensor":
+    def detach(self) -> NestedTensor:
         return self._with_values(self.values.detach())
 
-    def clone(self) -> "NestedTensor":
+    def clone(self) -> NestedTensor:
         offsets = self.offsets.clone()
         parts = None if self._ragged_dims == (0,) else [p.clone() for p in self.partitions]
         return self._with_values(self.values.clone(), offsets, parts)
 
-    def contiguous(self) -> "NestedTensor":
+    def contiguous(self) -> NestedTensor:
         return self._with_values(self.values.contiguous())
 
-    def transpose(self, dim0: int, dim1: int) -> "NestedTensor":
+    def transpose(self, dim0: int, dim1: int) -> NestedTensor:
         """Only swaps the batch and ragged dims (0 and 1): the packed data
         stay; ``batch_first`` flips (this is how ``nn.MultiheadAttention``
         hands inputs to ``F.multi_head_attention_forward``)."""
@@ -732,23 +733,23 @@ class NestedTensor:
             )
         return dim - self._lead
 
-    def chunk(self, chunks: int, dim: int = -1) -> Tuple["NestedTensor", ...]:
+    def chunk(self, chunks: int, dim: int = -1) -> tuple[NestedTensor, ...]:
         """Splits a trailing dense dim (e.g. a fused qkv projection)."""
         self._require_sequence("chunk")
         d = self._token_dim(dim, "chunk")
         return tuple(self._like(v) for v in self.values.chunk(chunks, dim=d))
 
-    def split(self, split_size, dim: int = -1) -> Tuple["NestedTensor", ...]:
+    def split(self, split_size, dim: int = -1) -> tuple[NestedTensor, ...]:
         """Splits a trailing dense dim."""
         self._require_sequence("split")
         d = self._token_dim(dim, "split")
         return tuple(self._like(v) for v in self.values.split(split_size, dim=d))
 
-    def unflatten(self, dim: int, sizes: Sequence[int]) -> "NestedTensor":
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> NestedTensor:
         self._require_sequence("unflatten")
         return self._like(self.values.unflatten(self._token_dim(dim, "unflatten"), sizes))
 
-    def flatten(self, start_dim: int = 2, end_dim: int = -1) -> "NestedTensor":
+    def flatten(self, start_dim: int = 2, end_dim: int = -1) -> NestedTensor:
         self._require_sequence("flatten")
         a = self._token_dim(start_dim, "flatten")
         z = self._token_dim(end_dim, "flatten")
@@ -813,7 +814,7 @@ class NestedTensor:
     amax = max
     amin = min
 
-    def softmax(self, dim: int, dtype=None) -> "NestedTensor":
+    def softmax(self, dim: int, dtype=None) -> NestedTensor:
         """Over the ragged dim (1): per item and column; over a trailing dim:
         per token."""
         self._require_sequence("softmax")
@@ -1213,7 +1214,7 @@ def _mha(
 
 
 _T = torch.Tensor
-_HANDLERS: Dict[Callable, Callable] = {
+_HANDLERS: dict[Callable, Callable] = {
     F.linear: _linear,
     F.layer_norm: _layer_norm,
     F.gelu: _unary(F.gelu, "gelu"),

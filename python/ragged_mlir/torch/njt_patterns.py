@@ -72,7 +72,8 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -152,7 +153,7 @@ def _tensor_val(node: Any) -> torch.Tensor:
     return v
 
 
-def _static_ints(shape) -> Optional[list[int]]:
+def _static_ints(shape) -> list[int] | None:
     out = []
     for d in shape:
         if not isinstance(d, int):
@@ -183,7 +184,9 @@ class _Builder:
     def __call__(self, target: Callable, *args, **kwargs) -> fx.Node:
         val = None
         if self.mode is not None:
-            fargs, fkwargs = tree_map(lambda a: a.meta.get("val") if isinstance(a, fx.Node) else a, (args, kwargs))
+            fargs, fkwargs = tree_map(
+                lambda a: a.meta.get("val") if isinstance(a, fx.Node) else a, (args, kwargs)
+            )
             try:
                 with self.mode:
                     val = target(*fargs, **fkwargs)
@@ -191,7 +194,9 @@ class _Builder:
                 raise _NoMatch(f"shape propagation of {target} failed: {e}") from e
         with self.graph.inserting_before(self.anchor):
             node = self.graph.call_function(target, args, kwargs)
-        node.meta.update({k: v for k, v in self.anchor.meta.items() if k in ("stack_trace", "nn_module_stack")})
+        node.meta.update(
+            {k: v for k, v in self.anchor.meta.items() if k in ("stack_trace", "nn_module_stack")}
+        )
         if val is not None:
             node.meta["val"] = val
         return node
@@ -236,7 +241,7 @@ class _Padded:
         if off.dtype != torch.int64 or off.dim() != 1:
             raise _NoMatch(f"{node.name}: offsets {off.dtype} rank {off.dim()}")
         p = _tensor_val(node)
-        self.tail: Optional[list[int]] = None  # None: P' is P itself
+        self.tail: list[int] | None = None  # None: P' is P itself
         if view is not None:
             pv = _tensor_val(view)
             tail = _static_ints(pv.shape[2:]) if pv.dim() >= 2 else None
@@ -317,7 +322,7 @@ def _segment_reduce(b: _Builder, p: _Padded, kind: str) -> fx.Node:
     return b(aten.where.self, short, bound, seg)
 
 
-def _rewrite_reduction(gm: fx.GraphModule, node: fx.Node) -> Optional[str]:
+def _rewrite_reduction(gm: fx.GraphModule, node: fx.Node) -> str | None:
     p, kind, keepdim = _reduction_args(node)
     if node.target in (aten.max.dim, aten.min.dim):
         # Only the values; indices users keep the original node alive.
@@ -361,7 +366,7 @@ def _is_lengths_of(node: Any, offsets: fx.Node) -> bool:
     return slice_of(hi, 1, hi_end) and slice_of(lo, 0, lo_end)
 
 
-def _rewrite_mean(gm: fx.GraphModule, node: fx.Node) -> Optional[str]:
+def _rewrite_mean(gm: fx.GraphModule, node: fx.Node) -> str | None:
     """``div(sum(P', [1], keepdim=True), unsqueeze*(diff(off)))``."""
     if len(node.args) != 2:
         raise _NoMatch("div arity")
@@ -385,7 +390,7 @@ def _rewrite_mean(gm: fx.GraphModule, node: fx.Node) -> Optional[str]:
 # -- softmax ---------------------------------------------------------------------------
 
 
-def _rewrite_softmax(gm: fx.GraphModule, node: fx.Node) -> Optional[str]:
+def _rewrite_softmax(gm: fx.GraphModule, node: fx.Node) -> str | None:
     """``_padded_dense_to_jagged_forward(_softmax(P_-inf, 1), [off], rows)``."""
     a = _bind(node)
     sm = a["dense"]
@@ -455,8 +460,8 @@ def _attention_args(q, k, v, scale):
         raise _NoMatch("attention operands are not [rows, heads, d]")
     if not (tq.dtype == tk.dtype == tv.dtype):
         raise _NoMatch("mixed dtypes")
-    if not all(_same_size(x, y) for x, y in zip(tq.shape[1:], tk.shape[1:])) or not all(
-        _same_size(x, y) for x, y in zip(tq.shape[1:], tv.shape[1:])
+    if not all(_same_size(x, y) for x, y in zip(tq.shape[1:], tk.shape[1:], strict=False)) or not all(
+        _same_size(x, y) for x, y in zip(tq.shape[1:], tv.shape[1:], strict=False)
     ):
         raise _NoMatch("q, k, v differ in heads or head dim")
     if scale is None:
@@ -467,7 +472,7 @@ def _attention_args(q, k, v, scale):
     return float(scale)
 
 
-def _rewrite_flash(gm: fx.GraphModule, node: fx.Node) -> Optional[str]:
+def _rewrite_flash(gm: fx.GraphModule, node: fx.Node) -> str | None:
     a = _bind(node)
     if a["dropout_p"] != 0.0 or a["return_debug_mask"]:
         raise _NoMatch("dropout or debug mask")
@@ -487,7 +492,7 @@ def _rewrite_flash(gm: fx.GraphModule, node: fx.Node) -> Optional[str]:
     return f"{node.name}: _flash_attention_forward(varlen) -> ragged.attention(scale={scale:g}, causal={bool(a['is_causal'])})"
 
 
-def _rewrite_efficient(gm: fx.GraphModule, node: fx.Node) -> Optional[str]:
+def _rewrite_efficient(gm: fx.GraphModule, node: fx.Node) -> str | None:
     a = _bind(node)
     if a["bias"] is not None or a["dropout_p"] != 0.0:
         raise _NoMatch("attention bias or dropout")
@@ -520,7 +525,8 @@ def _rewrite_efficient(gm: fx.GraphModule, node: fx.Node) -> Optional[str]:
 
 # -- driver ----------------------------------------------------------------------------
 
-def _passes(fuse_mean: bool) -> list[tuple[tuple, Callable[[fx.GraphModule, fx.Node], Optional[str]]]]:
+
+def _passes(fuse_mean: bool) -> list[tuple[tuple, Callable[[fx.GraphModule, fx.Node], str | None]]]:
     # Order matters: a mean consumes its sum before the sum is seen on its own.
     return [
         ((aten._flash_attention_forward.default,), _rewrite_flash),
@@ -532,7 +538,7 @@ def _passes(fuse_mean: bool) -> list[tuple[tuple, Callable[[fx.GraphModule, fx.N
 
 
 def rewrite_njt_patterns(
-    gm: fx.GraphModule, *, fuse_mean: bool = False, explain: Optional[list] = None
+    gm: fx.GraphModule, *, fuse_mean: bool = False, explain: list | None = None
 ) -> list[str]:
     """Rewrites, in place, the NJT patterns of an AOTAutograd forward (or
     backward) graph into ``torch.ops.ragged.*`` calls (see the module

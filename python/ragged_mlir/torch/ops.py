@@ -16,7 +16,9 @@ __all__ = ["segment_reduce", "segment_softmax", "attention", "segment_ids"]
 def segment_ids(offsets: torch.Tensor, rows: int) -> torch.Tensor:
     """The segment of every row: ``[rows]`` int64."""
     lengths = offsets[1:] - offsets[:-1]
-    return torch.repeat_interleave(torch.arange(lengths.numel(), device=offsets.device), lengths, output_size=rows)
+    return torch.repeat_interleave(
+        torch.arange(lengths.numel(), device=offsets.device), lengths, output_size=rows
+    )
 
 
 _KINDS = ("sum", "mean", "max", "min")
@@ -70,12 +72,17 @@ def _(values, offsets):
 
 @torch.library.custom_op("ragged::attention", mutates_args=())
 def attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, offsets: torch.Tensor, scale: float, causal: bool
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    offsets: torch.Tensor,
+    scale: float,
+    causal: bool,
 ) -> torch.Tensor:
     """softmax(scale q kᵀ [+ causal]) v per item and head on ``[rows, heads, d]``."""
     out = torch.empty_like(query)
     bounds = offsets.tolist()
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
         if a == b:
             continue
         q, k, v = (t[a:b].transpose(0, 1) for t in (query, key, value))
@@ -151,14 +158,16 @@ def _attention_backward(ctx, grad):
     query, key, value, offsets = ctx.saved_tensors
     grads = [torch.zeros_like(t) for t in (query, key, value)]
     bounds = offsets.tolist()
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
         if a == b:
             continue
         with torch.enable_grad():
             q, k, v = (t[a:b].detach().transpose(0, 1).requires_grad_() for t in (query, key, value))
-            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=ctx.causal, scale=ctx.scale)
+            out = torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=ctx.causal, scale=ctx.scale
+            )
             dq, dk, dv = torch.autograd.grad(out, (q, k, v), grad[a:b].transpose(0, 1))
-        for g, d in zip(grads, (dq, dk, dv)):
+        for g, d in zip(grads, (dq, dk, dv), strict=False):
             g[a:b] = d.transpose(0, 1)
     return grads[0], grads[1], grads[2], None, None, None
 

@@ -13,10 +13,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch_mlir")
 
 import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
-
 from ragged_mlir.torch import NestedTensor  # noqa: E402
 from ragged_mlir.torch import backend as rb  # noqa: E402
+from torch import nn  # noqa: E402
 
 torch.set_num_threads(2)
 
@@ -67,9 +66,15 @@ def reference_block(block: EncoderBlock, items):
         qkv = F.linear(x, b64["qkv.weight"], b64["qkv.bias"]).view(-1, 3, block.heads, block.hd)
         q, k, v = (qkv[:, i].transpose(0, 1) for i in range(3))
         a = F.scaled_dot_product_attention(q, k, v).transpose(0, 1).reshape(len(x), -1) if len(x) else x
-        h = F.layer_norm(x + F.linear(a, b64["out.weight"], b64["out.bias"]), (x.shape[-1],),
-                         b64["norm1.weight"], b64["norm1.bias"])
-        f = F.linear(F.gelu(F.linear(h, b64["ff1.weight"], b64["ff1.bias"])), b64["ff2.weight"], b64["ff2.bias"])
+        h = F.layer_norm(
+            x + F.linear(a, b64["out.weight"], b64["out.bias"]),
+            (x.shape[-1],),
+            b64["norm1.weight"],
+            b64["norm1.bias"],
+        )
+        f = F.linear(
+            F.gelu(F.linear(h, b64["ff1.weight"], b64["ff1.bias"])), b64["ff2.weight"], b64["ff2.bias"]
+        )
         y = F.layer_norm(h + f, (x.shape[-1],), b64["norm2.weight"], b64["norm2.bias"])
         outs.append(y)
         pooled.append(y.mean(0) if len(y) else torch.zeros(x.shape[-1], dtype=torch.float64))
@@ -95,10 +100,10 @@ def test_encoder_block_matches_reference(block, compiled_block, case):
     with torch.no_grad():
         y, pooled = compiled_block(x)
     ref_items, ref_pooled = reference_block(block, items)
-    for got, want in zip(y.unbind(), ref_items):
+    for got, want in zip(y.unbind(), ref_items, strict=False):
         np.testing.assert_allclose(got.numpy(), want.numpy(), atol=2e-5, rtol=1e-4)
     np.testing.assert_allclose(pooled.numpy(), ref_pooled.numpy(), atol=2e-5, rtol=1e-4)
-    for a, b in zip(items, before):  # inputs never mutated
+    for a, b in zip(items, before, strict=False):  # inputs never mutated
         assert torch.equal(a, b)
 
 
@@ -116,8 +121,12 @@ def test_pooling_and_softmax_match_reference(case):
     d = [x.double() for x in items]
     zero = torch.zeros(8, dtype=torch.float64)
     np.testing.assert_allclose(s, torch.stack([x.sum(0) for x in d]), atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(m, torch.stack([x.mean(0) if len(x) else zero for x in d]), atol=1e-5, rtol=1e-5)
-    want_max = torch.stack([x.max(0).values if len(x) else torch.full((8,), -np.inf, dtype=torch.float64) for x in d])
+    np.testing.assert_allclose(
+        m, torch.stack([x.mean(0) if len(x) else zero for x in d]), atol=1e-5, rtol=1e-5
+    )
+    want_max = torch.stack(
+        [x.max(0).values if len(x) else torch.full((8,), -np.inf, dtype=torch.float64) for x in d]
+    )
     np.testing.assert_allclose(mx, want_max, atol=1e-6)
     want_sm = torch.cat([x.softmax(0) for x in d if len(x)]) if any(len(x) for x in d) else torch.zeros(0, 8)
     np.testing.assert_allclose(sm, want_sm, atol=1e-5, rtol=1e-4)

@@ -59,7 +59,7 @@ def check_items(nt: NestedTensor, expected, **tol):
     assert isinstance(nt, NestedTensor)
     got = nt.unbind()
     assert len(got) == len(expected)
-    for i, (a, e) in enumerate(zip(got, expected)):
+    for i, (a, e) in enumerate(zip(got, expected, strict=False)):
         assert tuple(a.shape) == tuple(e.shape), f"item {i}: {tuple(a.shape)} vs {tuple(e.shape)}"
         close(a, e, **tol)
 
@@ -134,12 +134,12 @@ def test_views_one_ragged_dim(rng, lengths):
     for i, x in enumerate(items):
         assert torch.equal(nt[i], x)
         assert torch.equal(nt[i - b], x)
-    for a, x in zip(nt.unbind(), items):
+    for a, x in zip(nt.unbind(), items, strict=False):
         assert torch.equal(a, x)
     assert "NestedTensor" in repr(nt)
     # the inputs were copied, never changed
     nt.values.add_(1.0)
-    for x, y in zip(items, before):
+    for x, y in zip(items, before, strict=False):
         assert torch.equal(x, y)
 
 
@@ -184,7 +184,7 @@ def test_indexing_and_slicing(rng):
         assert isinstance(sub, NestedTensor)
         expected = items[sl]
         assert len(sub) == len(expected)
-        for x, y in zip(sub.unbind(), expected):
+        for x, y in zip(sub.unbind(), expected, strict=False):
             assert torch.equal(x, y)
         if expected:
             assert torch.equal(sub.tensor, padded_ref(expected, 0.0, (D,)))
@@ -192,7 +192,7 @@ def test_indexing_and_slicing(rng):
     picked = nt[[4, 0]]
     assert torch.equal(picked[0], items[4]) and torch.equal(picked[1], items[0])
     inner = nt[:, 1:]  # DanLing: index inside every item
-    for x, y in zip(inner.unbind(), items):
+    for x, y in zip(inner.unbind(), items, strict=False):
         assert torch.equal(x, y[1:])
     assert torch.equal(nt[2, 1:3], items[2][1:3])
     with pytest.raises(IndexError):
@@ -243,7 +243,7 @@ def test_multi_ragged_images(rng):
     assert torch.equal(nt.tensor, padded)
     assert torch.equal(nt.mask, mask)
     assert torch.equal(NestedTensor(items, mask_value=True).mask, ~mask)
-    for a, x in zip(nt.unbind(), items):
+    for a, x in zip(nt.unbind(), items, strict=False):
         assert torch.equal(a, x)
     assert torch.equal(nt[1], items[1])
     sub = nt[1:]
@@ -251,7 +251,7 @@ def test_multi_ragged_images(rng):
     assert [p.tolist() for p in sub.partitions] == [[0, 4, 4], [0, 6, 8]]
     assert torch.equal(sub[0], items[1])
     rev = nt[::-1]
-    for a, x in zip(rev.unbind(), items[::-1]):
+    for a, x in zip(rev.unbind(), items[::-1], strict=False):
         assert torch.equal(a, x)
     # elementwise ops keep the structure
     out = F.gelu(nt * 2.0 + 1.0)
@@ -262,7 +262,7 @@ def test_multi_ragged_images(rng):
         F.linear(nt, torch.randn(7, 7))
     with pytest.raises(NotImplementedError, match="one ragged dim"):
         nt.mean(dim=1)
-    for x, y in zip(items, before):
+    for x, y in zip(items, before, strict=False):
         assert torch.equal(x, y)
 
 
@@ -347,12 +347,12 @@ def test_njt_round_trip(rng, lengths):
     njt = nt.to_njt()
     assert njt.is_nested and njt.layout == torch.jagged
     assert njt.values().data_ptr() == nt.values.data_ptr()
-    for a, x in zip(njt.unbind(), items):
+    for a, x in zip(njt.unbind(), items, strict=False):
         assert torch.equal(a, x)
     back = NestedTensor.from_njt(njt)
     assert back.values.data_ptr() == nt.values.data_ptr()
     assert torch.equal(back.offsets, nt.offsets)
-    for a, x in zip(back.unbind(), items):
+    for a, x in zip(back.unbind(), items, strict=False):
         assert torch.equal(a, x)
 
 
@@ -361,7 +361,7 @@ def test_from_njt_other_layouts():
     items = [torch.randn(2, 3), torch.randn(4, 3)]
     strided = torch.nested.nested_tensor(items)
     nt = NestedTensor.from_njt(strided)
-    for a, x in zip(nt.unbind(), items):
+    for a, x in zip(nt.unbind(), items, strict=False):
         assert torch.equal(a, x)
     with pytest.raises(TypeError, match="nested"):
         NestedTensor.from_njt(torch.randn(2, 3))
@@ -388,7 +388,7 @@ def test_from_danling_duck_typed(rng, lengths):
     items = make_items(rng, lengths)
     nt = NestedTensor.from_danling(_FakeDanlingStorage(items, padding_value=-1.0, mask_value=False))
     assert nt.padding_value == -1.0
-    for a, x in zip(nt.unbind(), items):
+    for a, x in zip(nt.unbind(), items, strict=False):
         assert torch.equal(a, x)
     ref = NestedTensor(items)
     for state in ({}, {"mask_value": True}, {"batch_first": False}):
@@ -398,7 +398,7 @@ def test_from_danling_duck_typed(rng, lengths):
             mask, tensor = mask.transpose(0, 1), tensor.transpose(0, 1)
         got = NestedTensor.from_danling(_FakeDanlingPadded(tensor, mask, **state))
         assert [tuple(s) for s in got.item_shapes] == [(n, D) for n in lengths]
-        for a, x in zip(got.unbind(), items):
+        for a, x in zip(got.unbind(), items, strict=False):
             assert torch.equal(a, x)
     with pytest.raises(TypeError, match="from_danling"):
         NestedTensor.from_danling(object())
@@ -409,7 +409,7 @@ def test_from_real_danling():
     items = [torch.randn(3, 4), torch.randn(5, 4)]
     dl = danling.NestedTensor(items)
     nt = NestedTensor.from_danling(dl)
-    for a, x in zip(nt.unbind(), items):
+    for a, x in zip(nt.unbind(), items, strict=False):
         assert torch.equal(a, x)
 
 
@@ -444,7 +444,7 @@ def test_linear_and_activations(rng, lengths):
     check_items(-nt, [-x for x in x64])
     out = lin(nt)
     assert out.offsets is nt.offsets  # same structure object, cheap identity checks downstream
-    for x, y in zip(items, before):
+    for x, y in zip(items, before, strict=False):
         assert torch.equal(x, y)
 
 
@@ -547,14 +547,14 @@ def test_binary_ops(rng, lengths):
     g = gen(rng)
     row = torch.randn(D, generator=g)
     r = row.double()
-    check_items(a + b, [x + y for x, y in zip(A, B)])
-    check_items(a - b, [x - y for x, y in zip(A, B)])
-    check_items(a * b, [x * y for x, y in zip(A, B)])
-    check_items(a / b, [x / y for x, y in zip(A, B)])
-    check_items(torch.add(a, b, alpha=2.0), [x + 2 * y for x, y in zip(A, B)])
-    check_items(torch.sub(a, b), [x - y for x, y in zip(A, B)])
-    check_items(torch.mul(a, b), [x * y for x, y in zip(A, B)])
-    check_items(torch.div(a, b), [x / y for x, y in zip(A, B)])
+    check_items(a + b, [x + y for x, y in zip(A, B, strict=False)])
+    check_items(a - b, [x - y for x, y in zip(A, B, strict=False)])
+    check_items(a * b, [x * y for x, y in zip(A, B, strict=False)])
+    check_items(a / b, [x / y for x, y in zip(A, B, strict=False)])
+    check_items(torch.add(a, b, alpha=2.0), [x + 2 * y for x, y in zip(A, B, strict=False)])
+    check_items(torch.sub(a, b), [x - y for x, y in zip(A, B, strict=False)])
+    check_items(torch.mul(a, b), [x * y for x, y in zip(A, B, strict=False)])
+    check_items(torch.div(a, b), [x / y for x, y in zip(A, B, strict=False)])
     check_items(a + row, [x + r for x in A])
     check_items(row + a, [r + x for x in A])
     check_items(row - a, [r - x for x in A])
@@ -568,7 +568,7 @@ def test_binary_ops(rng, lengths):
     per_item = torch.randn(len(lengths), 1, D, generator=g)
     check_items(a + per_item, [x + per_item[i].double() for i, x in enumerate(A)])
     check_items(per_item * a, [per_item[i].double() * x for i, x in enumerate(A)])
-    for x, y in zip(a.unbind(), a_items):
+    for x, y in zip(a.unbind(), a_items, strict=False):
         assert torch.equal(x, y)
 
 
@@ -586,7 +586,7 @@ def test_binary_structure_errors(rng):
     with pytest.raises(ValueError, match="cannot broadcast"):
         a + torch.randn(5, 1, D)  # wrong batch size
     same = NestedTensor(make_items(rng, [3, 1]))
-    check_items(a + same, [x + y for x, y in zip(a.unbind(), same.unbind())])
+    check_items(a + same, [x + y for x, y in zip(a.unbind(), same.unbind(), strict=False)])
 
 
 # -- ragged-dim ops ------------------------------------------------------------------
@@ -644,14 +644,14 @@ def test_scaled_dot_product_attention(rng, lengths, causal):
     scale = 1.0 / math.sqrt(d)
     ref = [
         ref_attention(a.double(), b.double(), c.double(), scale, causal)
-        for a, b, c in zip(q_items, k_items, v_items)
+        for a, b, c in zip(q_items, k_items, v_items, strict=False)
     ]
     out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     assert out.offsets is q.offsets
     check_items(out, ref, **EXP)
     ref_s = [
         ref_attention(a.double(), b.double(), c.double(), 0.3, causal)
-        for a, b, c in zip(q_items, k_items, v_items)
+        for a, b, c in zip(q_items, k_items, v_items, strict=False)
     ]
     check_items(F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.3), ref_s, **EXP)
 
@@ -672,7 +672,7 @@ def test_attention_one_head_gqa_and_errors(rng):
         ref_attention(
             a.double(), b.double().repeat_interleave(2, 1), b.double().repeat_interleave(2, 1), 2**-0.5, False
         )
-        for a, b in zip(q.unbind(), kv.unbind())
+        for a, b in zip(q.unbind(), kv.unbind(), strict=False)
     ]
     check_items(out, ref, **EXP)
     with pytest.raises(ValueError, match="heads"):
@@ -790,7 +790,7 @@ def test_ops_never_mutate_inputs(rng):
     for op in ops:
         op(nt)
         assert torch.equal(nt.values, packed)
-    for x, y in zip(items, before):
+    for x, y in zip(items, before, strict=False):
         assert torch.equal(x, y)
 
 

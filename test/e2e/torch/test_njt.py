@@ -39,9 +39,8 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch._dynamo.backends.common import aot_autograd  # noqa: E402
-
 from ragged_mlir.torch.njt_patterns import capture_njt_sdpa, rewrite_njt_patterns  # noqa: E402
+from torch._dynamo.backends.common import aot_autograd  # noqa: E402
 
 D = 8
 H, HD = 2, 4  # heads, head dim: H * HD == D
@@ -100,7 +99,7 @@ class RewriteBackend:
             if runnable:
                 ref = original(*args)
                 assert len(out) == len(ref)
-                for a, b in zip(out, ref):
+                for a, b in zip(out, ref, strict=False):
                     if isinstance(a, torch.Tensor):
                         torch.testing.assert_close(a, b, equal_nan=True, **self.tol)
                 self.compared += 1
@@ -118,7 +117,9 @@ def compiled(fn, backend: RewriteBackend, fullgraph: bool = True):
 
 
 def close(actual, expected, **tol):
-    torch.testing.assert_close(actual.to(torch.float64), expected.to(torch.float64), equal_nan=True, **(tol or SUM))
+    torch.testing.assert_close(
+        actual.to(torch.float64), expected.to(torch.float64), equal_nan=True, **(tol or SUM)
+    )
 
 
 def check_pooled(out, x, ref_fn, **tol):
@@ -133,7 +134,7 @@ def check_nested(out, x, ref_fn, **tol):
     assert out.is_nested
     got, items = out.unbind(), x.unbind()
     assert len(got) == len(items)
-    for a, item in zip(got, items):
+    for a, item in zip(got, items, strict=False):
         close(a, ref_fn(item.to(torch.float64)), **tol)
 
 
@@ -231,7 +232,12 @@ def test_max_min_infinite_items(op):
     NJT's padded reduction gives the padding value (finfo.min / max), not
     -inf; the rewrite keeps that (where(len < L, clamp(seg, pad), seg))."""
     inf = -math.inf if op == "amax" else math.inf
-    items = [torch.full((2, D), inf), torch.randn(5, D), torch.full((5, D), inf), torch.tensor([[math.nan] * D])]
+    items = [
+        torch.full((2, D), inf),
+        torch.randn(5, D),
+        torch.full((5, D), inf),
+        torch.tensor([[math.nan] * D]),
+    ]
     x = torch.nested.nested_tensor(items, layout=torch.jagged)
     fn = (lambda x: x.amax(dim=1)) if op == "amax" else (lambda x: x.amin(dim=1))
     be = RewriteBackend()
@@ -343,7 +349,9 @@ def _sdpa_model(causal, scale):
 
 
 @pytest.mark.parametrize("lens", list(LENGTHS.values()), ids=list(LENGTHS))
-@pytest.mark.parametrize("causal,scale", [(False, None), (True, None), (False, 0.3)], ids=["plain", "causal", "scale"])
+@pytest.mark.parametrize(
+    "causal,scale", [(False, None), (True, None), (False, 0.3)], ids=["plain", "causal", "scale"]
+)
 def test_sdpa_efficient(gen, lens, causal, scale):
     """NJT SDPA as on CUDA's memory-efficient path, via capture_njt_sdpa."""
     x = make_njt(gen, lens)
@@ -355,7 +363,9 @@ def test_sdpa_efficient(gen, lens, causal, scale):
     want_scale = scale if scale is not None else 1 / math.sqrt(HD)
     assert f"scale={want_scale:g}" in be.rewrites[0]
     assert all("_efficient_attention_forward" not in c for c in be.codes)
-    check_nested(out, x, lambda t: _attention_ref(t, causal, scale, lambda q: q * 0.5, lambda q: q + 1.0), **EXP)
+    check_nested(
+        out, x, lambda t: _attention_ref(t, causal, scale, lambda q: q * 0.5, lambda q: q + 1.0), **EXP
+    )
 
 
 @pytest.mark.parametrize("lens", list(NONEMPTY.values()), ids=list(NONEMPTY))
@@ -376,7 +386,9 @@ def test_sdpa_flash(gen, lens, causal, monkeypatch):
 
     def fn(x):
         q = x.unflatten(-1, (heads, hd)).transpose(1, 2)
-        return F.scaled_dot_product_attention(q, q * 0.5, q + 1.0, is_causal=causal).transpose(1, 2).flatten(-2)
+        return (
+            F.scaled_dot_product_attention(q, q * 0.5, q + 1.0, is_causal=causal).transpose(1, 2).flatten(-2)
+        )
 
     be = RewriteBackend()
     with torch.no_grad():
@@ -505,7 +517,7 @@ def test_ragged_backend_per_token(gen):
         out = torch.compile(model, backend="ragged", options={"fallback": False})(x)
         expected = model(x)
     assert out.is_nested
-    for a, e in zip(out.unbind(), expected.unbind()):
+    for a, e in zip(out.unbind(), expected.unbind(), strict=False):
         torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
 
 
@@ -539,7 +551,7 @@ def test_ragged_backend_compiles_njt_patterns(gen, how):
         expected = model(x)
     assert rb.stats["compiled"] == compiled_before + 1
     if how == "softmax":
-        for a, e in zip(out.unbind(), expected.unbind()):
+        for a, e in zip(out.unbind(), expected.unbind(), strict=False):
             torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-6)
     else:
         torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)

@@ -29,13 +29,15 @@ def test_segment_reduce_grad(lens, kind):
     (got,) = torch.autograd.grad((out * weights).sum(), values)
     refs = [x.clone().requires_grad_() for x in items]
     total = 0
-    for x, w in zip(refs, weights):
+    for x, w in zip(refs, weights, strict=False):
         if len(x):
             r = {"sum": x.sum(0), "mean": x.mean(0), "max": x.amax(0), "min": x.amin(0)}[kind]
             total = total + (r * w).sum()
-    want = torch.cat(torch.autograd.grad(total, refs, allow_unused=True, materialize_grads=True)) if any(
-        len(x) for x in refs
-    ) else torch.zeros(0, 3, dtype=torch.float64)
+    want = (
+        torch.cat(torch.autograd.grad(total, refs, allow_unused=True, materialize_grads=True))
+        if any(len(x) for x in refs)
+        else torch.zeros(0, 3, dtype=torch.float64)
+    )
     torch.testing.assert_close(got, want)
 
 
