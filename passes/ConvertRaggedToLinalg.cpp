@@ -33,6 +33,8 @@ void mlir::ragged::populateRaggedTypeConversion(TypeConverter &converter) {
 namespace {
 struct ConvertRaggedToLinalgPass
     : ragged::impl::ConvertRaggedToLinalgPassBase<ConvertRaggedToLinalgPass> {
+  using ConvertRaggedToLinalgPassBase::ConvertRaggedToLinalgPassBase;
+
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     TypeConverter converter;
@@ -73,7 +75,9 @@ struct ConvertRaggedToLinalgPass
     populateReturnOpTypeConversionPattern(patterns, converter);
     populateCallOpTypeConversionPattern(patterns, converter);
     populateRaggedStructureToLinalgPatterns(converter, patterns);
-    populateRaggedComputeToLinalgPatterns(converter, patterns);
+    RaggedLoweringOptions options;
+    options.balanceTile = balanceTile;
+    populateRaggedComputeToLinalgPatterns(converter, patterns, options);
 
     if (failed(applyFullConversion(getOperation(), target,
                                    std::move(patterns))))

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <cmath>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::ragged;
@@ -354,8 +355,19 @@ Value reduceIdentity(OpBuilder &b, Location loc, ReduceKind kind, Type t) {
   llvm_unreachable("unknown reduce kind");
 }
 
+Value combine(OpBuilder &b, Location loc, ReduceKind kind, Value acc, Value v) {
+  if (kind == ReduceKind::max)
+    return arith::MaximumFOp::create(b, loc, acc, v);
+  if (kind == ReduceKind::min)
+    return arith::MinimumFOp::create(b, loc, acc, v);
+  return arith::AddFOp::create(b, loc, acc, v);
+}
+
 struct ReduceLowering : OpConversionPattern<ReduceOp> {
-  using OpConversionPattern::OpConversionPattern;
+  ReduceLowering(const TypeConverter &converter, MLIRContext *ctx,
+                 const RaggedLoweringOptions &options)
+      : OpConversionPattern(converter, ctx), options(options) {}
+
   LogicalResult
   matchAndRewrite(ReduceOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -373,29 +385,29 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
                                                         cast<TypedAttr>(*op.getEmpty())))
                       : floatConst(rewriter, loc, elem, 0.0);
     auto [lo, hi] = segmentBounds(rewriter, loc, offsets);
+
+    // What the final per-segment loop walks: the rows themselves, or (when
+    // balancing) the partial results of fixed-size row tiles.
+    Value source = x.values, first = lo, last = hi;
+    if (options.balanceTile > 0)
+      std::tie(source, first, last) = tilePartials(rewriter, loc, x.values, lo, hi, kind);
+
     Value init = emptyRows(rewriter, loc, n, x.values);
     unsigned rank = cast<RankedTensorType>(init.getType()).getRank();
     AffineMap seg = AffineMap::get(rank, 0, getAffineDimExpr(0, rewriter.getContext()));
     Value out = parallelGeneric(
-        rewriter, loc, init, {lo, hi}, {seg, seg},
+        rewriter, loc, init, {lo, hi, first, last}, {seg, seg, seg, seg},
         [&](OpBuilder &b, Location l, ValueRange args) {
           SmallVector<Value> idx = loopIndices(b, l, rank);
-          Value start = arith::IndexCastOp::create(b, l, b.getIndexType(), args[0]);
-          Value end = arith::IndexCastOp::create(b, l, b.getIndexType(), args[1]);
+          Value start = arith::IndexCastOp::create(b, l, b.getIndexType(), args[2]);
+          Value end = arith::IndexCastOp::create(b, l, b.getIndexType(), args[3]);
           Value acc = forLoop(
               b, l, start, end, {reduceIdentity(b, l, kind, elem)},
               [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {
                 SmallVector<Value> at{r};
                 llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
-                Value v = tensor::ExtractOp::create(lb, ll, x.values, at);
-                Value next;
-                if (kind == ReduceKind::max)
-                  next = arith::MaximumFOp::create(lb, ll, a[0], v);
-                else if (kind == ReduceKind::min)
-                  next = arith::MinimumFOp::create(lb, ll, a[0], v);
-                else
-                  next = arith::AddFOp::create(lb, ll, a[0], v);
-                return SmallVector<Value>{next};
+                Value v = tensor::ExtractOp::create(lb, ll, source, at);
+                return SmallVector<Value>{combine(lb, ll, kind, a[0], v)};
               })[0];
           Value len = arith::SubIOp::create(b, l, args[1], args[0]);
           if (kind == ReduceKind::mean) {
@@ -418,6 +430,93 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
         op, {Packed{cast<RaggedTensorType>(resultType), out, parts}.flatten(rewriter, loc)});
     return success();
   }
+
+private:
+  /// Splits every segment into tiles of `balanceTile` rows (the last one of
+  /// a segment shorter), reduces each tile in one generic whose parallel
+  /// dim is the flat (segment, tile) list, and returns the tile results with
+  /// each segment's [first, last) tile range. One long segment and many
+  /// short ones then give equal-sized units of work.
+  std::tuple<Value, Value, Value> tilePartials(OpBuilder &b, Location loc,
+                                               Value values, Value lo, Value hi,
+                                               ReduceKind kind) const {
+    int64_t tile = options.balanceTile;
+    Type i64 = b.getI64Type();
+    Type elem = cast<RankedTensorType>(values.getType()).getElementType();
+    Value tileC = arith::ConstantIntOp::create(b, loc, i64, tile);
+    AffineMap id1 = b.getMultiDimIdentityMap(1);
+    // Tiles per segment, and where each segment's tiles start.
+    Value counts = parallelGeneric(
+        b, loc, emptyLike(b, loc, lo), {lo, hi}, {id1, id1},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value len = arith::SubIOp::create(nb, l, a[1], a[0]);
+          return arith::CeilDivSIOp::create(nb, l, len, tileC);
+        });
+    Value tileOffsets = exclusivePrefixSum(b, loc, counts);
+    Value numTiles = loadIndex(b, loc, tileOffsets, dimOf(b, loc, counts, 0));
+    // First and end row of every tile.
+    Value tileInit = emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {numTiles});
+    auto tileBound = [&](bool end) {
+      return parallelGeneric(b, loc, tileInit, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
+        Value t = linalg::IndexOp::create(nb, l, 0);
+        Value s = findSegment(nb, l, tileOffsets, t);
+        Value q = arith::SubIOp::create(nb, l, t, loadIndex(nb, l, tileOffsets, s));
+        Value start = arith::AddIOp::create(
+            nb, l, loadIndex(nb, l, lo, s),
+            arith::MulIOp::create(nb, l, q, constIndex(nb, l, tile)));
+        Value bound = start;
+        if (end)
+          bound = arith::MinUIOp::create(
+              nb, l, arith::AddIOp::create(nb, l, start, constIndex(nb, l, tile)),
+              loadIndex(nb, l, hi, s));
+        return arith::IndexCastOp::create(nb, l, nb.getI64Type(), bound);
+      });
+    };
+    Value tileStart = tileBound(false), tileEnd = tileBound(true);
+    // Partial results [tiles, trailing...]: a static reduction dim of
+    // `tile` rows, masked past the tile's end.
+    Value partialInit = emptyRows(b, loc, numTiles, values);
+    auto partialType = cast<RankedTensorType>(partialInit.getType());
+    unsigned rank = partialType.getRank();
+    partialInit =
+        linalg::FillOp::create(b, loc, reduceIdentity(b, loc, kind, elem), partialInit)
+            .getResult(0);
+    Value domain = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{tile}, elem);
+    MLIRContext *ctx = b.getContext();
+    unsigned loops = rank + 1;
+    SmallVector<AffineExpr> outExprs{getAffineDimExpr(0, ctx)};
+    for (unsigned d = 2; d < loops; ++d)
+      outExprs.push_back(getAffineDimExpr(d, ctx));
+    AffineMap perTile = AffineMap::get(loops, 0, getAffineDimExpr(0, ctx));
+    AffineMap perRow = AffineMap::get(loops, 0, getAffineDimExpr(1, ctx));
+    AffineMap out = AffineMap::get(loops, 0, outExprs, ctx);
+    SmallVector<utils::IteratorType> iters(loops, utils::IteratorType::parallel);
+    iters[1] = utils::IteratorType::reduction;
+    Value partials =
+        linalg::GenericOp::create(
+            b, loc, partialType, ValueRange{tileStart, tileEnd, domain},
+            ValueRange{partialInit}, {perTile, perTile, perRow, out}, iters,
+            [&](OpBuilder &nb, Location l, ValueRange a) {
+              Value start = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[0]);
+              Value end = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[1]);
+              Value row = arith::AddIOp::create(nb, l, start,
+                                                linalg::IndexOp::create(nb, l, 1));
+              Value valid =
+                  arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, row, end);
+              SmallVector<Value> at{arith::SelectOp::create(nb, l, valid, row, start)};
+              for (unsigned d = 2; d < loops; ++d)
+                at.push_back(linalg::IndexOp::create(nb, l, d));
+              Value v = tensor::ExtractOp::create(nb, l, values, at);
+              v = arith::SelectOp::create(nb, l, valid, v,
+                                          reduceIdentity(nb, l, kind, elem));
+              linalg::YieldOp::create(nb, l, ValueRange{combine(nb, l, kind, a[3], v)});
+            })
+            .getResult(0);
+    auto [first, last] = segmentBounds(b, loc, tileOffsets);
+    return {partials, first, last};
+  }
+
+  RaggedLoweringOptions options;
 };
 
 /// Softmax groups: contiguous runs of rows over which one softmax runs.
@@ -854,10 +953,11 @@ struct SplitLowering : OpConversionPattern<SplitOp> {
 } // namespace
 
 void mlir::ragged::populateRaggedComputeToLinalgPatterns(
-    const TypeConverter &converter, RewritePatternSet &patterns) {
+    const TypeConverter &converter, RewritePatternSet &patterns,
+    const RaggedLoweringOptions &options) {
   patterns.add<UnaryLowering, BinaryLowering, MatmulLowering, LayerNormLowering,
-               ReduceLowering, SoftmaxLowering, ScoresLowering, ApplyLowering,
-               GatherLowering, ConcatLowering, SplitLowering>(
-      converter, patterns.getContext());
+               SoftmaxLowering, ScoresLowering, ApplyLowering, GatherLowering,
+               ConcatLowering, SplitLowering>(converter, patterns.getContext());
+  patterns.add<ReduceLowering>(converter, patterns.getContext(), options);
   patterns.add<DecomposeAttention>(patterns.getContext());
 }

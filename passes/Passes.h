@@ -26,10 +26,18 @@ void populateRaggedTypeConversion(TypeConverter &converter);
 void populateRaggedStructureToLinalgPatterns(const TypeConverter &converter,
                                              RewritePatternSet &patterns);
 
+/// Choices of the compute lowering.
+struct RaggedLoweringOptions {
+  /// When > 0, segment reductions run over (segment, tile of this many rows)
+  /// units, so long and short segments give equal work per unit (GPUs).
+  int64_t balanceTile = 0;
+};
+
 /// Patterns lowering the compute ops (elementwise, matmul, reductions,
 /// softmax, layer norm, attention, gather, concat and split).
-void populateRaggedComputeToLinalgPatterns(const TypeConverter &converter,
-                                           RewritePatternSet &patterns);
+void populateRaggedComputeToLinalgPatterns(
+    const TypeConverter &converter, RewritePatternSet &patterns,
+    const RaggedLoweringOptions &options = {});
 
 /// Registers the named pipelines (`ragged-to-iree-input`).
 void registerRaggedPipelines();

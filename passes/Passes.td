@@ -35,6 +35,12 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"balanceTile", "balance-tile", "int64_t", /*default=*/"0",
+           "Reduce segments over (segment, tile of N rows) work units, so one "
+           "long segment and many short ones keep all workgroups equally busy "
+           "(0: one unit per segment)">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::cf::ControlFlowDialect",

@@ -13,12 +13,24 @@
 
 using namespace mlir;
 
+namespace {
+struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
+  Option<int64_t> balanceTile{
+      *this, "balance-tile",
+      llvm::cl::desc("Rows per work unit of segment reductions (0: one unit "
+                     "per segment); GPU targets use a tile"),
+      llvm::cl::init(0)};
+};
+} // namespace
+
 void mlir::ragged::registerRaggedPipelines() {
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<RaggedPipelineOptions>(
       "ragged-to-iree-input",
       "Lowers ragged programs to upstream linalg/tensor/scf that IREE accepts",
-      [](OpPassManager &pm) {
-        pm.addPass(createConvertRaggedToLinalgPass());
+      [](OpPassManager &pm, const RaggedPipelineOptions &options) {
+        ConvertRaggedToLinalgPassOptions lowering;
+        lowering.balanceTile = options.balanceTile;
+        pm.addPass(createConvertRaggedToLinalgPass(lowering));
         pm.addPass(createCanonicalizerPass());
         pm.addPass(createCSEPass());
       });

@@ -27,6 +27,7 @@ __all__ = [
     "CompileOptions",
     "CompiledFunction",
     "CompiledModule",
+    "GPU_BALANCE_TILE",
     "PIPELINE",
     "Target",
     "compile",
@@ -34,8 +35,12 @@ __all__ = [
     "lower",
 ]
 
-#: The textual pass pipeline every compile runs (replayable with ragged-opt).
+#: The textual pass pipeline of a CPU compile (replayable with ragged-opt).
 PIPELINE = "builtin.module(ragged-to-iree-input)"
+
+#: Rows per work unit of segment reductions on GPU targets: one long item and
+#: many short ones then keep every workgroup equally busy.
+GPU_BALANCE_TILE = 16
 
 
 class Target(enum.StrEnum):
@@ -81,6 +86,9 @@ class CompileOptions:
         (``local-task`` for CPU).
     iree_flags: extra ``iree-compile`` flags, appended after the defaults; a
         flag whose name is already among the defaults overrides it.
+    balance_tile: rows per work unit of segment reductions; None picks
+        ``GPU_BALANCE_TILE`` for GPU targets and 0 (one unit per segment) on
+        CPU.
     keep_intermediates: keep the input, lowered IR and flags in ``work_dir``.
     work_dir: where intermediates and reproducers go (default: a fresh
         temporary directory per compile).
@@ -89,6 +97,7 @@ class CompileOptions:
     target: Target | str = Target.LLVM_CPU
     device: str | None = None
     iree_flags: Sequence[str] = field(default_factory=list)
+    balance_tile: int | None = None
     keep_intermediates: bool = False
     work_dir: str | None = None
 
@@ -111,6 +120,16 @@ class CompileOptions:
     @property
     def driver(self) -> str:
         return self.device or _DEFAULT_DEVICE[self.target]
+
+    @property
+    def pipeline(self) -> str:
+        """The named pipeline with this compile's options, as ragged-opt takes it."""
+        tile = self.balance_tile
+        if tile is None:
+            tile = 0 if self.target == Target.LLVM_CPU else GPU_BALANCE_TILE
+        if tile < 0:
+            raise ValueError(f"balance_tile: expected >= 0 or None, got {tile}")
+        return PIPELINE if tile == 0 else f"builtin.module(ragged-to-iree-input{{balance-tile={tile}}})"
 
 
 class CompileError(RuntimeError):
@@ -207,27 +226,30 @@ def _signatures(module) -> dict:
     return sigs
 
 
-def _reproducer(work: Path, stage: str, ir_text: str, flags: list[str], message: str) -> Path:
+def _reproducer(work: Path, stage: str, ir_text: str, pipeline: str, flags: list[str], message: str) -> Path:
     repro = work / "reproducer"
     repro.mkdir(parents=True, exist_ok=True)
     (repro / "input.mlir").write_text(ir_text)
-    (repro / "pipeline.txt").write_text(PIPELINE + "\n")
+    (repro / "pipeline.txt").write_text(pipeline + "\n")
     (repro / "iree_flags.txt").write_text("\n".join(flags) + "\n")
     if stage == "lower":
-        replay = f"ragged-opt input.mlir --pass-pipeline='{PIPELINE}'"
+        replay = f"ragged-opt input.mlir --pass-pipeline='{pipeline}'"
     else:
         replay = "iree-compile input.mlir " + " ".join(shlex.quote(f) for f in flags)
     (repro / "README.txt").write_text(f"stage: {stage}\nerror:\n{message}\n\nreplay:\n  {replay}\n")
     return repro
 
 
-def lower(program, *, work_dir: str | None = None) -> str:
-    """Runs ``ragged-to-iree-input`` and returns the lowered MLIR text."""
-    text, _ = _lower(program, Path(work_dir or tempfile.mkdtemp(prefix="ragged-")), [])
+def lower(program, *, options: CompileOptions | None = None, work_dir: str | None = None) -> str:
+    """Runs ``ragged-to-iree-input`` (with ``options``' pipeline options) and
+    returns the lowered MLIR text."""
+    options = options or CompileOptions()
+    work = Path(work_dir or tempfile.mkdtemp(prefix="ragged-"))
+    text, _ = _lower(program, work, options.pipeline, options.flags())
     return text
 
 
-def _lower(program, work: Path, flags: list[str]):
+def _lower(program, work: Path, pipeline: str, flags: list[str]):
     from . import ir, passmanager
 
     with ir.Context() as ctx, ir.Location.unknown():
@@ -241,11 +263,11 @@ def _lower(program, work: Path, flags: list[str]):
             raise CompileError(f"invalid input IR:\n{e}") from None
         input_text = str(module)
         sigs = _signatures(module)
-        pm = passmanager.PassManager.parse(PIPELINE)
+        pm = passmanager.PassManager.parse(pipeline)
         try:
             pm.run(module.operation)
         except ir.MLIRError as e:
-            repro = _reproducer(work, "lower", input_text, flags, str(e))
+            repro = _reproducer(work, "lower", input_text, pipeline, flags, str(e))
             raise CompileError(f"lowering failed (reproducer: {repro}):\n{e}", repro) from None
         return str(module), (input_text, sigs)
 
@@ -263,6 +285,7 @@ def compile(program, target: Target | str | None = None, options: CompileOptions
             target=target,
             device=options.device,
             iree_flags=options.iree_flags,
+            balance_tile=options.balance_tile,
             keep_intermediates=options.keep_intermediates,
             work_dir=options.work_dir,
         )
@@ -270,7 +293,7 @@ def compile(program, target: Target | str | None = None, options: CompileOptions
     work.mkdir(parents=True, exist_ok=True)
     flags = options.flags()
     t0 = time.perf_counter()
-    lowered, (input_text, sigs) = _lower(program, work, flags)
+    lowered, (input_text, sigs) = _lower(program, work, options.pipeline, flags)
     t_lowered = time.perf_counter()
     try:
         import iree.compiler as ireec
@@ -281,12 +304,13 @@ def compile(program, target: Target | str | None = None, options: CompileOptions
     try:
         vmfb = ireec.compile_str(lowered, target_backends=[options.target.value], extra_args=flags)
     except ireec.CompilerToolError as e:
-        repro = _reproducer(work, "iree-compile", lowered, flags, str(e))
+        repro = _reproducer(work, "iree-compile", lowered, options.pipeline, flags, str(e))
         raise CompileError(f"iree-compile failed (reproducer: {repro}):\n{e}", repro) from None
     t_iree = time.perf_counter()
     if options.keep_intermediates:
         (work / "input.mlir").write_text(input_text)
         (work / "lowered.mlir").write_text(lowered)
+        (work / "pipeline.txt").write_text(options.pipeline + "\n")
         (work / "iree_flags.txt").write_text("\n".join(flags) + "\n")
         (work / "module.vmfb").write_bytes(vmfb)
     module = CompiledModule(vmfb, sigs, options.driver, options.target.value)

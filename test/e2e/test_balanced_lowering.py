@@ -1,0 +1,76 @@
+"""Segment reductions over (segment, tile) work units (the GPU default,
+``balance_tile``): same results as the reference on CPU, a dispatch count
+independent of the batch, and the same count on CUDA as on CPU."""
+
+import re
+
+import numpy as np
+import pytest
+
+import ragged_mlir
+from ragged_mlir import CompileOptions, RaggedArray
+
+iree_compiler = pytest.importorskip("iree.compiler")
+
+KINDS = {
+    "sum": ("", lambda x: x.sum(0), 0.0),
+    "mean": ("", lambda x: x.mean(0), 0.0),
+    "max": (" empty(-7.0 : f32)", lambda x: x.max(0), -7.0),
+    "min": (" empty(7.0 : f32)", lambda x: x.min(0), 7.0),
+}
+BALANCE_LENGTHS = {
+    "mixed": [3, 0, 9, 1, 16, 17],
+    "single": [5],
+    "one-long": [1, 2, 300, 1],
+    "all-equal": [4] * 6,
+    "all-empty": [0, 0, 0],
+}
+
+
+def module_text(batch="?"):
+    fns = []
+    for kind, (empty, _, _) in KINDS.items():
+        t = f"!ragged.tensor<{batch}, [L], 8, f32>"
+        r = f"tensor<{batch}x8xf32>"
+        fns.append(
+            f"func.func @{kind}(%x: {t}) -> {r} {{\n"
+            f"  %r = ragged.reduce <{kind}> %x{empty} : {t} -> {r}\n  return %r : {r}\n}}"
+        )
+    return "\n".join(fns)
+
+
+@pytest.fixture(scope="module")
+def balanced():
+    return ragged_mlir.compile(module_text(), options=CompileOptions(balance_tile=4))
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("case", list(BALANCE_LENGTHS))
+def test_balanced_reduce_matches_reference(balanced, kind, case):
+    rng = np.random.default_rng(3)
+    items = [rng.standard_normal((n, 8)).astype(np.float32) for n in BALANCE_LENGTHS[case]]
+    got = getattr(balanced, kind)(RaggedArray.from_list(items, trailing_shape=(8,)))
+    _, ref, empty = KINDS[kind]
+    want = np.stack([ref(x.astype(np.float64)) if len(x) else np.full(8, empty) for x in items])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(max(BALANCE_LENGTHS[case])))
+
+
+def dispatches(text, backend, flags, tile):
+    low = ragged_mlir.lower(text, options=CompileOptions(balance_tile=tile))
+    flow = iree_compiler.compile_str(low, target_backends=[backend], extra_args=["--compile-to=flow", *flags])
+    return len(re.findall(r"flow\.dispatch @", flow.decode() if isinstance(flow, bytes) else flow))
+
+
+def test_balanced_dispatch_count_fixed_and_equal_on_cuda():
+    cpu = ["--iree-llvmcpu-target-cpu=host"]
+    small = dispatches(module_text(1), "llvm-cpu", cpu, 16)
+    large = dispatches(module_text(64), "llvm-cpu", cpu, 16)
+    cuda = dispatches(module_text(64), "cuda", ["--iree-cuda-target=sm_80"], 16)
+    assert small == large == cuda, (small, large, cuda)
+
+
+def test_gpu_targets_balance_by_default():
+    assert "balance-tile=16" in CompileOptions(target="cuda").pipeline
+    assert CompileOptions(target="llvm-cpu").pipeline == ragged_mlir.compiler.PIPELINE
+    with pytest.raises(ValueError, match="balance_tile: expected >= 0"):
+        _ = CompileOptions(balance_tile=-1).pipeline
