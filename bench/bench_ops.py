@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import ragged_mlir  # noqa: E402
 from lengths import sample_lengths  # noqa: E402
+
+import ragged_mlir  # noqa: E402
 from ragged_mlir.builders import Program, attention, ragged, tensor  # noqa: E402
 
 try:

@@ -46,8 +46,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import ragged_mlir  # noqa: E402
 from gpu_numerics import default_out, encoder_program  # noqa: E402
+
+import ragged_mlir  # noqa: E402
 from ragged_mlir import CompileOptions, RaggedArray  # noqa: E402
 from ragged_mlir.builders import Program, attention, ragged  # noqa: E402
 

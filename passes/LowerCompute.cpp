@@ -388,19 +388,26 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
 
     // What the final per-segment loop walks: the rows themselves, or (when
     // balancing) the partial results of fixed-size row tiles.
-    Value source = x.values, first = lo, last = hi;
-    if (options.balanceTile > 0)
-      std::tie(source, first, last) = tilePartials(rewriter, loc, x.values, lo, hi, kind);
+    Value source = x.values;
+    SmallVector<Value> inputs{lo, hi};
+    if (options.balanceTile > 0) {
+      auto [partials, first, last] = tilePartials(rewriter, loc, x.values, lo, hi, kind);
+      source = partials;
+      inputs.append({first, last});
+    }
 
     Value init = emptyRows(rewriter, loc, n, x.values);
     unsigned rank = cast<RankedTensorType>(init.getType()).getRank();
     AffineMap seg = AffineMap::get(rank, 0, getAffineDimExpr(0, rewriter.getContext()));
+    SmallVector<AffineMap> maps(inputs.size(), seg);
     Value out = parallelGeneric(
-        rewriter, loc, init, {lo, hi, first, last}, {seg, seg, seg, seg},
+        rewriter, loc, init, inputs, maps,
         [&](OpBuilder &b, Location l, ValueRange args) {
           SmallVector<Value> idx = loopIndices(b, l, rank);
-          Value start = arith::IndexCastOp::create(b, l, b.getIndexType(), args[2]);
-          Value end = arith::IndexCastOp::create(b, l, b.getIndexType(), args[3]);
+          // Rows [lo, hi) of the values, or tiles [first, last) of partials.
+          ValueRange range = args.take_front(inputs.size()).take_back(2);
+          Value start = arith::IndexCastOp::create(b, l, b.getIndexType(), range[0]);
+          Value end = arith::IndexCastOp::create(b, l, b.getIndexType(), range[1]);
           Value acc = forLoop(
               b, l, start, end, {reduceIdentity(b, l, kind, elem)},
               [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {

@@ -6,8 +6,9 @@ run a small transformer encoder eagerly and compiled with the ragged backend.
 
 import torch
 import torch.nn.functional as F
-from ragged_mlir.torch import NestedTensor
 from torch import nn
+
+from ragged_mlir.torch import NestedTensor
 
 torch.manual_seed(0)
 torch.set_num_threads(2)

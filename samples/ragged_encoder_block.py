@@ -11,6 +11,7 @@ import argparse
 import time
 
 import numpy as np
+
 import ragged_mlir
 from ragged_mlir.builders import Program, attention, ragged, tensor
 

@@ -20,7 +20,10 @@
 // CHECK:           arith.cmpi ult
 // CHECK:           tensor.extract %[[V]]
 // CHECK:           arith.addf
+// CHECK:         %[[FIRST:.*]] = tensor.extract_slice %[[TOFF]][0]
+// CHECK:         %[[LAST:.*]] = tensor.extract_slice %[[TOFF]][1]
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]}
+// CHECK-SAME:      ins(%{{.*}}, %{{.*}}, %[[FIRST]], %[[LAST]] :
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[PART]]
 // CHECK:           arith.select

@@ -20,6 +20,7 @@ import zlib
 
 import numpy as np
 import pytest
+
 import ragged_mlir
 
 #: Edge-case batches of item lengths (the extent of the ragged dim per item).

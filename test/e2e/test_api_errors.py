@@ -16,6 +16,7 @@ import subprocess
 
 import numpy as np
 import pytest
+
 import ragged_mlir
 from ragged_mlir import CompileError, CompileOptions, RaggedArray
 

@@ -6,6 +6,7 @@ If a pinned version moves and either direction breaks, these fail loudly.
 
 import numpy as np
 import pytest
+
 import ragged_mlir
 from ragged_mlir import ir
 

@@ -8,6 +8,7 @@ IREE's flow level, and the `flow.dispatch` ops are counted.
 import re
 
 import pytest
+
 import ragged_mlir
 
 iree_compiler = pytest.importorskip("iree.compiler")

@@ -42,8 +42,9 @@ import functools
 import re
 
 import pytest
-import ragged_mlir
 from test_dispatch_counts import OPS  # test/e2e is on sys.path under pytest
+
+import ragged_mlir
 
 iree_compiler = pytest.importorskip("iree.compiler")
 iree_runtime = pytest.importorskip("iree.runtime")

@@ -36,6 +36,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from ragged_mlir import RaggedArray
 
 F32 = np.float32

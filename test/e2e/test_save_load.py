@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 import ragged_mlir
 from ragged_mlir import RaggedArray
 

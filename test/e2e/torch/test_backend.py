@@ -13,9 +13,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch_mlir")
 
 import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
 from ragged_mlir.torch import NestedTensor  # noqa: E402
 from ragged_mlir.torch import backend as rb  # noqa: E402
-from torch import nn  # noqa: E402
 
 torch.set_num_threads(2)
 

@@ -27,6 +27,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
 from ragged_mlir.torch.nested import NestedTensor  # noqa: E402
 
 D = 8

@@ -39,8 +39,9 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from ragged_mlir.torch.njt_patterns import capture_njt_sdpa, rewrite_njt_patterns  # noqa: E402
 from torch._dynamo.backends.common import aot_autograd  # noqa: E402
+
+from ragged_mlir.torch.njt_patterns import capture_njt_sdpa, rewrite_njt_patterns  # noqa: E402
 
 D = 8
 H, HD = 2, 4  # heads, head dim: H * HD == D

@@ -1,0 +1,59 @@
+"""bench/harness.py --smoke runs end to end: one tiny W4 case through every
+eager baseline and ragged-mlir, the recompile draws, the reports, and a
+final JSON summary line with the keys the harness promises.
+
+Benchmarks are not tests: nothing here looks at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("torch_mlir")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SUMMARY_KEYS = {
+    "w4_ceiling_attainment",
+    "w4_ratio_to_best_peer",
+    "ragged_overhead",
+    "recompiles",
+    "cold_compile_s_6_layers",
+    "peak_mem_ratio_vs_padded",
+}
+CASE_KEYS = {"workload", "dataset", "util", "flop_ceiling", "median_ms", "p90_ms", "peak_mem_mib", "max_abs_err"}
+
+
+def test_harness_smoke(tmp_path):
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "harness.py"), "--smoke", "--out", str(tmp_path), "--no-plot"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    summary = lines[-1]
+    assert summary.get("summary") is True
+    assert SUMMARY_KEYS <= summary.keys(), SUMMARY_KEYS - summary.keys()
+
+    cases = [x for x in lines if "workload" in x]
+    assert cases, r.stdout[-2000:]
+    case = cases[0]
+    assert "error" not in case, case.get("error")
+    assert CASE_KEYS <= case.keys(), CASE_KEYS - case.keys()
+    # ragged-mlir really ran compiled (no eager fallback) and agrees with fp64.
+    assert case["ragged_fallbacks"] == 0
+    assert "ragged_mlir" in case["median_ms"]
+    assert case["max_rel_err"]["ragged_mlir"] < 1e-4
+    assert summary["recompile_draws"] > 0
+
+    assert (tmp_path / "smoke.jsonl").read_text().count("\n") == len(lines)
+    assert (tmp_path / "summary-smoke.md").exists()
