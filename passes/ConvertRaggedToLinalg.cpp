@@ -77,6 +77,7 @@ struct ConvertRaggedToLinalgPass
     populateRaggedStructureToLinalgPatterns(converter, patterns);
     RaggedLoweringOptions options;
     options.balanceTile = balanceTile;
+    options.attentionBuckets = attentionBuckets;
     populateRaggedComputeToLinalgPatterns(converter, patterns, options);
 
     if (failed(applyFullConversion(getOperation(), target,

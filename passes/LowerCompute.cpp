@@ -786,6 +786,265 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
   }
 };
 
+/// A linalg.generic with explicit maps (inputs then output) and iterators.
+Value structured(OpBuilder &b, Location loc, Value init, ValueRange inputs,
+                 ArrayRef<AffineMap> maps, ArrayRef<utils::IteratorType> iters,
+                 function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), inputs, ValueRange{init}, maps, iters,
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               linalg::YieldOp::create(nb, l, ValueRange{body(nb, l, args)});
+             })
+      .getResult(0);
+}
+
+/// Attention by length buckets: items go to the smallest of K buckets of
+/// ceil(maxL / 2^(K-1-k)) rows that fits them, each bucket is gathered into a
+/// dense [items, S_k, heads, d] block and runs dense, vectorisable linalg
+/// (scores, masked softmax, weights x values), and the rows are gathered
+/// back. Work is sum_k n_k S_k^2 instead of B max L^2: within a bucket (but
+/// the first) lengths are within 2x of the padded size.
+struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
+  BucketedAttentionLowering(const TypeConverter &converter, MLIRContext *ctx, int64_t buckets)
+      : OpConversionPattern(converter, ctx), buckets(buckets) {}
+
+  LogicalResult
+  matchAndRewrite(AttentionOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    Packed q = unpack(op.getQuery(), adaptor.getQuery());
+    Value k = adaptor.getKey().front(), v = adaptor.getValue().front();
+    Value offsets = q.partitions.front();
+    Type elem = q.type.getElementType();
+    Type i64 = rewriter.getI64Type();
+    bool causal = op.getCausal();
+    double scale = op.getScale().convertToDouble();
+    auto valuesType = cast<RankedTensorType>(q.values.getType());
+    Value heads = dimOf(rewriter, loc, q.values, 1), headDim = dimOf(rewriter, loc, q.values, 2);
+    int64_t hStatic = valuesType.getDimSize(1), dStatic = valuesType.getDimSize(2);
+
+    Value numItems = numSegments(rewriter, loc, offsets);
+    auto [lo, hi] = segmentBounds(rewriter, loc, offsets);
+    AffineMap id1 = rewriter.getMultiDimIdentityMap(1);
+    Value itemInit = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {numItems});
+    Value maxLen = maxSegmentLength(rewriter, loc, offsets);
+    SmallVector<Value> sizes;
+    for (int64_t kk = 0; kk < buckets; ++kk) {
+      Value div = constIndex(rewriter, loc, int64_t(1) << (buckets - 1 - kk));
+      sizes.push_back(arith::CeilDivUIOp::create(rewriter, loc, maxLen, div));
+    }
+    // Bucket of each item, and its rank among the items of its bucket.
+    Value bucketOf = parallelGeneric(
+        rewriter, loc, itemInit, {lo, hi}, {id1, id1}, [&](OpBuilder &b, Location l, ValueRange a) {
+          Value len = arith::IndexCastOp::create(b, l, b.getIndexType(),
+                                                 arith::SubIOp::create(b, l, a[1], a[0]));
+          Value bucket = constIndex(b, l, buckets - 1);
+          for (int64_t kk = buckets - 2; kk >= 0; --kk) {
+            Value fits = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ule, len, sizes[kk]);
+            bucket = arith::SelectOp::create(b, l, fits, constIndex(b, l, kk), bucket);
+          }
+          return arith::IndexCastOp::create(b, l, b.getI64Type(), bucket);
+        });
+    Value rank = parallelGeneric(
+        rewriter, loc, itemInit, {bucketOf}, {id1}, [&](OpBuilder &b, Location l, ValueRange a) {
+          Value item = linalg::IndexOp::create(b, l, 0);
+          Value zero = arith::ConstantIntOp::create(b, l, b.getI64Type(), 0);
+          Value one = arith::ConstantIntOp::create(b, l, b.getI64Type(), 1);
+          return forLoop(b, l, constIndex(b, l, 0), item, {zero},
+                         [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
+                           Value same = arith::CmpIOp::create(
+                               lb, ll, arith::CmpIPredicate::eq,
+                               tensor::ExtractOp::create(lb, ll, bucketOf, j), a[0]);
+                           Value add = arith::SelectOp::create(lb, ll, same, one, zero);
+                           return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], add)};
+                         })[0];
+        });
+
+    SmallVector<Value> outputs;
+    for (int64_t kk = 0; kk < buckets; ++kk)
+      outputs.push_back(bucketAttention(rewriter, loc, kk, sizes[kk], bucketOf, lo, hi, q.values,
+                                        k, v, heads, headDim, hStatic, dStatic, elem, scale,
+                                        causal));
+
+    // Back to packed rows: row r of item b is row r - lo[b] of b's block.
+    Value rows = dimOf(rewriter, loc, q.values, 0);
+    Value segInit = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {rows});
+    Value segOf = parallelGeneric(
+        rewriter, loc, segInit, {}, {}, [&](OpBuilder &b, Location l, ValueRange) {
+          Value item = findSegment(b, l, offsets, linalg::IndexOp::create(b, l, 0));
+          return arith::IndexCastOp::create(b, l, b.getI64Type(), item);
+        });
+    AffineMap rowMap = AffineMap::get(3, 0, getAffineDimExpr(0, ctx));
+    Value out = parallelGeneric(
+        rewriter, loc, emptyLike(rewriter, loc, q.values), {segOf}, {rowMap},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value r = linalg::IndexOp::create(b, l, 0);
+          Value h = linalg::IndexOp::create(b, l, 1);
+          Value e = linalg::IndexOp::create(b, l, 2);
+          Value item = arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
+          Value i = arith::SubIOp::create(b, l, r, loadIndex(b, l, lo, item));
+          Value m = loadIndex(b, l, rank, item);
+          Value bucket = loadIndex(b, l, bucketOf, item);
+          SmallVector<int64_t> cases;
+          for (int64_t kk = 0; kk + 1 < buckets; ++kk)
+            cases.push_back(kk);
+          auto sw = scf::IndexSwitchOp::create(b, l, TypeRange{elem}, bucket, cases, cases.size());
+          for (int64_t kk = 0; kk < buckets; ++kk) {
+            Region &region = kk + 1 < buckets ? sw.getCaseRegions()[kk] : sw.getDefaultRegion();
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPointToStart(&region.emplaceBlock());
+            Value x = tensor::ExtractOp::create(b, l, outputs[kk], ValueRange{m, i, h, e});
+            scf::YieldOp::create(b, l, x);
+          }
+          return sw.getResult(0);
+        });
+    rewriter.replaceOpWithMultiple(op, {Packed{q.type, out, q.partitions}.flatten(rewriter, loc)});
+    return success();
+  }
+
+private:
+  /// Dense attention over the items of bucket `kk`: [n, S, H, d].
+  Value bucketAttention(OpBuilder &b, Location loc, int64_t kk, Value size, Value bucketOf,
+                        Value lo, Value hi, Value qv, Value kv, Value vv, Value heads,
+                        Value headDim, int64_t hStatic, int64_t dStatic, Type elem, double scale,
+                        bool causal) const {
+    MLIRContext *ctx = b.getContext();
+    Type i64 = b.getI64Type();
+    int64_t dyn = ShapedType::kDynamic;
+    // Items of the bucket, in batch order.
+    Value mine = arith::ConstantIntOp::create(b, loc, i64, kk);
+    Value count = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, i64);
+    count = linalg::FillOp::create(b, loc, Value(arith::ConstantIntOp::create(b, loc, i64, 0)), count)
+                .getResult(0);
+    count = structured(b, loc, count, {bucketOf},
+                       {b.getMultiDimIdentityMap(1), AffineMap::get(1, 0, {}, ctx)},
+                       {utils::IteratorType::reduction}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                         Value same = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, a[0], mine);
+                         return arith::AddIOp::create(nb, l, a[1], arith::ExtUIOp::create(nb, l, i64, same));
+                       });
+    Value n = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                         tensor::ExtractOp::create(b, loc, count, ValueRange{}));
+    Value items = parallelGeneric(
+        b, loc, emptyTensor(b, loc, {dyn}, i64, {n}), {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
+          Value m = arith::IndexCastOp::create(nb, l, i64, linalg::IndexOp::create(nb, l, 0));
+          Value zero = arith::ConstantIntOp::create(nb, l, i64, 0);
+          Value one = arith::ConstantIntOp::create(nb, l, i64, 1);
+          Value numItems = dimOf(nb, l, bucketOf, 0);
+          // The m-th item whose bucket is kk.
+          return forLoop(nb, l, constIndex(nb, l, 0), numItems, {zero, zero},
+                         [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
+                           Value same = arith::CmpIOp::create(
+                               lb, ll, arith::CmpIPredicate::eq,
+                               tensor::ExtractOp::create(lb, ll, bucketOf, j), mine);
+                           Value hit = arith::AndIOp::create(
+                               lb, ll, same,
+                               arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::eq, acc[0], m));
+                           Value jj = arith::IndexCastOp::create(lb, ll, i64, j);
+                           Value found = arith::SelectOp::create(lb, ll, hit, jj, acc[1]);
+                           Value next = arith::AddIOp::create(
+                               lb, ll, acc[0], arith::SelectOp::create(lb, ll, same, one, zero));
+                           return SmallVector<Value>{next, found};
+                         })[1];
+        });
+    // Gather q, k, v into [n, S, H, d] (zero past each item's length).
+    SmallVector<int64_t> blockShape{dyn, dyn, hStatic, dStatic};
+    SmallVector<Value> blockDyn{n, size};
+    if (ShapedType::isDynamic(hStatic))
+      blockDyn.push_back(heads);
+    if (ShapedType::isDynamic(dStatic))
+      blockDyn.push_back(headDim);
+    Value blockInit = emptyTensor(b, loc, blockShape, elem, blockDyn);
+    auto gather = [&](Value source) {
+      return parallelGeneric(b, loc, blockInit, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
+        SmallVector<Value> idx = loopIndices(nb, l, 4);
+        Value item = loadIndex(nb, l, items, idx[0]);
+        Value start = loadIndex(nb, l, lo, item);
+        Value len = arith::SubIOp::create(nb, l, loadIndex(nb, l, hi, item), start);
+        Value valid = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, idx[1], len);
+        Value row = arith::AddIOp::create(nb, l, start, idx[1]);
+        return guardedExtract(nb, l, valid, source, {row, idx[2], idx[3]}, floatConst(nb, l, elem, 0.0));
+      });
+    };
+    Value qb = gather(qv), kb = gather(kv), vb = gather(vv);
+    Value lens = parallelGeneric(
+        b, loc, emptyTensor(b, loc, {dyn}, i64, {n}), {items}, {b.getMultiDimIdentityMap(1)},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value item = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[0]);
+          return arith::SubIOp::create(nb, l, tensor::ExtractOp::create(nb, l, hi, item),
+                                       tensor::ExtractOp::create(nb, l, lo, item));
+        });
+    auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+    auto par = utils::IteratorType::parallel, red = utils::IteratorType::reduction;
+    // scores [n, H, S, S] = q . k over d.
+    SmallVector<int64_t> sShape{dyn, hStatic, dyn, dyn};
+    SmallVector<Value> sDyn{n};
+    if (ShapedType::isDynamic(hStatic))
+      sDyn.push_back(heads);
+    sDyn.append({size, size});
+    Value zero = floatConst(b, loc, elem, 0.0);
+    Value sInit = linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, sShape, elem, sDyn)).getResult(0);
+    Value scores = structured(
+        b, loc, sInit, {qb, kb},
+        {AffineMap::get(5, 0, {d(0), d(2), d(1), d(4)}, ctx),
+         AffineMap::get(5, 0, {d(0), d(3), d(1), d(4)}, ctx),
+         AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx)},
+        {par, par, par, par, red}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          return arith::AddFOp::create(nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
+        });
+    // Masked, scaled logits: keys past the item's length (and the future,
+    // when causal) get -inf.
+    Value ninf = floatConst(b, loc, elem, -std::numeric_limits<double>::infinity());
+    auto logit = [&](OpBuilder &nb, Location l, Value s, Value len) {
+      Value i = linalg::IndexOp::create(nb, l, 2), j = linalg::IndexOp::create(nb, l, 3);
+      Value jj = arith::IndexCastOp::create(nb, l, nb.getI64Type(), j);
+      Value ok = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, jj, len);
+      if (causal)
+        ok = arith::AndIOp::create(nb, l, ok,
+                                   arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, j, i));
+      Value scaled = arith::MulFOp::create(nb, l, s, floatConst(nb, l, elem, scale));
+      return arith::SelectOp::create(nb, l, ok, scaled, ninf).getResult();
+    };
+    SmallVector<int64_t> rShape{dyn, hStatic, dyn};
+    SmallVector<Value> rDyn{n};
+    if (ShapedType::isDynamic(hStatic))
+      rDyn.push_back(heads);
+    rDyn.push_back(size);
+    AffineMap all4 = b.getMultiDimIdentityMap(4);
+    AffineMap row4 = AffineMap::get(4, 0, {d(0), d(1), d(2)}, ctx);
+    AffineMap item4 = AffineMap::get(4, 0, {d(0)}, ctx);
+    Value maxInit = linalg::FillOp::create(b, loc, ninf, emptyTensor(b, loc, rShape, elem, rDyn)).getResult(0);
+    Value maxima = structured(b, loc, maxInit, {scores, lens}, {all4, item4, row4}, {par, par, par, red},
+                              [&](OpBuilder &nb, Location l, ValueRange a) {
+                                return arith::MaximumFOp::create(nb, l, a[2], logit(nb, l, a[0], a[1]));
+                              });
+    Value sumInit = linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, rShape, elem, rDyn)).getResult(0);
+    Value sums = structured(b, loc, sumInit, {scores, lens, maxima}, {all4, item4, row4, row4},
+                            {par, par, par, red}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                              Value e = math::ExpOp::create(
+                                  nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]));
+                              return arith::AddFOp::create(nb, l, a[3], e);
+                            });
+    Value weights = structured(
+        b, loc, emptyTensor(b, loc, sShape, elem, sDyn), {scores, lens, maxima, sums},
+        {all4, item4, row4, row4, all4}, {par, par, par, par}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]));
+          return arith::DivFOp::create(nb, l, e, a[3]);
+        });
+    // out [n, S, H, d] = weights . v over the keys.
+    Value oInit = linalg::FillOp::create(b, loc, zero, blockInit).getResult(0);
+    return structured(b, loc, oInit, {weights, vb},
+                      {AffineMap::get(5, 0, {d(0), d(2), d(1), d(4)}, ctx),
+                       AffineMap::get(5, 0, {d(0), d(4), d(2), d(3)}, ctx),
+                       AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx)},
+                      {par, par, par, par, red}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                        return arith::AddFOp::create(nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
+                      });
+  }
+
+  int64_t buckets;
+};
+
 //===----------------------------------------------------------------------===//
 // Gather, concat, split
 //===----------------------------------------------------------------------===//
@@ -966,5 +1225,9 @@ void mlir::ragged::populateRaggedComputeToLinalgPatterns(
                SoftmaxLowering, ScoresLowering, ApplyLowering, GatherLowering,
                ConcatLowering, SplitLowering>(converter, patterns.getContext());
   patterns.add<ReduceLowering>(converter, patterns.getContext(), options);
-  patterns.add<DecomposeAttention>(patterns.getContext());
+  if (options.attentionBuckets > 0)
+    patterns.add<BucketedAttentionLowering>(converter, patterns.getContext(),
+                                            options.attentionBuckets);
+  else
+    patterns.add<DecomposeAttention>(patterns.getContext());
 }

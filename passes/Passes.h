@@ -31,6 +31,9 @@ struct RaggedLoweringOptions {
   /// When > 0, segment reductions run over (segment, tile of this many rows)
   /// units, so long and short segments give equal work per unit (GPUs).
   int64_t balanceTile = 0;
+  /// When > 0, attention runs densely per length bucket (that many buckets);
+  /// 0 computes exactly sum L(b)^2 scores in segment loops.
+  int64_t attentionBuckets = 3;
 };
 
 /// Patterns lowering the compute ops (elementwise, matmul, reductions,

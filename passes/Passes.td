@@ -40,6 +40,10 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
            "Reduce segments over (segment, tile of N rows) work units, so one "
            "long segment and many short ones keep all workgroups equally busy "
            "(0: one unit per segment)">,
+    Option<"attentionBuckets", "attention-buckets", "int64_t", /*default=*/"3",
+           "Run attention densely per length bucket (sizes maxL/2^k), with at "
+           "most 2x padding per item in all but the shortest bucket; 0 computes "
+           "exactly the sum of L(b)^2 scores in segment loops">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

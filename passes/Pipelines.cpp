@@ -20,6 +20,11 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
       llvm::cl::desc("Rows per work unit of segment reductions (0: one unit "
                      "per segment); GPU targets use a tile"),
       llvm::cl::init(0)};
+  Option<int64_t> attentionBuckets{
+      *this, "attention-buckets",
+      llvm::cl::desc("Length buckets of dense attention (0: exact segment "
+                     "loops)"),
+      llvm::cl::init(3)};
 };
 } // namespace
 
@@ -30,6 +35,7 @@ void mlir::ragged::registerRaggedPipelines() {
       [](OpPassManager &pm, const RaggedPipelineOptions &options) {
         ConvertRaggedToLinalgPassOptions lowering;
         lowering.balanceTile = options.balanceTile;
+        lowering.attentionBuckets = options.attentionBuckets;
         pm.addPass(createConvertRaggedToLinalgPass(lowering));
         pm.addPass(createCanonicalizerPass());
         pm.addPass(createCSEPass());

@@ -89,6 +89,10 @@ class CompileOptions:
     balance_tile: rows per work unit of segment reductions; None picks
         ``GPU_BALANCE_TILE`` for GPU targets and 0 (one unit per segment) on
         CPU.
+    attention_buckets: attention runs as dense linalg per length bucket
+        (sizes maxL / 2^k; at most 2x padding per item but in the shortest
+        bucket), which vectorises; 0 computes exactly sum L(b)^2 scores in
+        segment loops. None picks 3 on CPU and 0 on GPU targets.
     keep_intermediates: keep the input, lowered IR and flags in ``work_dir``.
     work_dir: where intermediates and reproducers go (default: a fresh
         temporary directory per compile).
@@ -98,6 +102,7 @@ class CompileOptions:
     device: str | None = None
     iree_flags: Sequence[str] = field(default_factory=list)
     balance_tile: int | None = None
+    attention_buckets: int | None = None
     keep_intermediates: bool = False
     work_dir: str | None = None
 
@@ -124,12 +129,19 @@ class CompileOptions:
     @property
     def pipeline(self) -> str:
         """The named pipeline with this compile's options, as ragged-opt takes it."""
-        tile = self.balance_tile
-        if tile is None:
-            tile = 0 if self.target == Target.LLVM_CPU else GPU_BALANCE_TILE
+        cpu = self.target == Target.LLVM_CPU
+        tile = self.balance_tile if self.balance_tile is not None else (0 if cpu else GPU_BALANCE_TILE)
+        buckets = self.attention_buckets if self.attention_buckets is not None else (3 if cpu else 0)
         if tile < 0:
             raise ValueError(f"balance_tile: expected >= 0 or None, got {tile}")
-        return PIPELINE if tile == 0 else f"builtin.module(ragged-to-iree-input{{balance-tile={tile}}})"
+        if buckets < 0:
+            raise ValueError(f"attention_buckets: expected >= 0 or None, got {buckets}")
+        options = []
+        if tile:
+            options.append(f"balance-tile={tile}")
+        if buckets != 3:  # the pipeline's default
+            options.append(f"attention-buckets={buckets}")
+        return PIPELINE if not options else f"builtin.module(ragged-to-iree-input{{{' '.join(options)}}})"
 
 
 class CompileError(RuntimeError):
@@ -286,6 +298,7 @@ def compile(program, target: Target | str | None = None, options: CompileOptions
             device=options.device,
             iree_flags=options.iree_flags,
             balance_tile=options.balance_tile,
+            attention_buckets=options.attention_buckets,
             keep_intermediates=options.keep_intermediates,
             work_dir=options.work_dir,
         )

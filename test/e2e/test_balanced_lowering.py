@@ -70,7 +70,7 @@ def test_balanced_dispatch_count_fixed_and_equal_on_cuda():
 
 
 def test_gpu_targets_balance_by_default():
-    assert "balance-tile=16" in CompileOptions(target="cuda").pipeline
+    assert "balance-tile=16 attention-buckets=0" in CompileOptions(target="cuda").pipeline
     assert CompileOptions(target="llvm-cpu").pipeline == ragged_mlir.compiler.PIPELINE
     with pytest.raises(ValueError, match="balance_tile: expected >= 0"):
         _ = CompileOptions(balance_tile=-1).pipeline

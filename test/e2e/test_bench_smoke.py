@@ -27,7 +27,16 @@ SUMMARY_KEYS = {
     "cold_compile_s_6_layers",
     "peak_mem_ratio_vs_padded",
 }
-CASE_KEYS = {"workload", "dataset", "util", "flop_ceiling", "median_ms", "p90_ms", "peak_mem_mib", "max_abs_err"}
+CASE_KEYS = {
+    "workload",
+    "dataset",
+    "util",
+    "flop_ceiling",
+    "median_ms",
+    "p90_ms",
+    "peak_mem_mib",
+    "max_abs_err",
+}
 
 
 def test_harness_smoke(tmp_path):

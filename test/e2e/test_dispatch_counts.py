@@ -81,17 +81,21 @@ OPS = {
     ),
 }
 
-#: Most ops need one to three dispatches. Softmax over the pair dim and
-#: attention (scores + softmax + apply) also scan the per-item pair and group
-#: counts; they stay fixed in B, and fusing them is tracked in docs/design.md.
+#: Most ops need one to three dispatches. Softmax over the pair dim and the
+#: exact attention (scores + softmax + apply) also scan the per-item pair and
+#: group counts; they stay fixed in B (see docs/design.md).
 MAX_DISPATCHES = {"softmax_pairs": 8, "attention": 14}
 
+#: This file checks the exact lowering of every op (the GPU one for
+#: attention); the CPU's bucketed attention is checked on its own below.
+EXACT = ragged_mlir.CompileOptions(attention_buckets=0)
 
-def dispatch_count(name: str, batch: int) -> int:
+
+def dispatch_count(name: str, batch: int, options: ragged_mlir.CompileOptions = EXACT) -> int:
     args, result, body = OPS[name]
     fmt = lambda s: s.replace("{{B}}", "{B}").replace("{B}", str(batch))  # noqa: E731
     text = f"func.func @{name}({fmt(args)}) -> {fmt(result)} {{\n  {fmt(body)}\n  return %r : {fmt(result)}\n}}\n"
-    lowered = ragged_mlir.lower(text)
+    lowered = ragged_mlir.lower(text, options=options)
     flow = iree_compiler.compile_str(
         lowered,
         target_backends=["llvm-cpu"],
@@ -106,3 +110,13 @@ def test_dispatch_count_independent_of_batch(name):
     small, large = dispatch_count(name, 1), dispatch_count(name, 64)
     assert small == large, f"{name}: {small} dispatches at B=1, {large} at B=64"
     assert 1 <= large <= MAX_DISPATCHES.get(name, 3), f"{name}: {large} dispatches"
+
+
+def test_bucketed_attention_dispatch_count_fixed():
+    """Dense attention per length bucket (the CPU default): a fixed number of
+    dispatches for any batch of more than one item; a static batch of one
+    lets canonicalisation fold the per-item scans, so B = 1 needs fewer."""
+    default = ragged_mlir.CompileOptions()
+    one, mid, large = (dispatch_count("attention", b, default) for b in (1, 64, 512))
+    assert mid == large, f"{mid} dispatches at B=64, {large} at B=512"
+    assert one <= mid <= 40, (one, mid)

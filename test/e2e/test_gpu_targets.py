@@ -162,9 +162,10 @@ CASES = sorted(OPS) + ["encoder_layer"]
 
 @functools.cache
 def lowered(case: str) -> str:
-    """The IREE input of a case, lowered once and shared by every target."""
+    """The IREE input of a case, lowered once with the GPU targets' pipeline
+    options (the same for all four) and shared by every target."""
     text = encoder_layer_text() if case == "encoder_layer" else op_text(case)
-    return ragged_mlir.lower(text)
+    return ragged_mlir.lower(text, options=ragged_mlir.CompileOptions(target="cuda"))
 
 
 def _count(flow) -> int:
@@ -251,7 +252,9 @@ def test_baseline_vulkan_profile_lacks_int64(case, error):
 @pytest.mark.parametrize("dtype", ["f16"])
 def test_encoder_layer_f16_compiles_for_cuda(dtype):
     """f16 ragged IR compiles for cuda, with llvm-cpu's dispatch count."""
-    low = ragged_mlir.lower(encoder_layer_text(batch=None, dtype=dtype))
+    low = ragged_mlir.lower(
+        encoder_layer_text(batch=None, dtype=dtype), options=ragged_mlir.CompileOptions(target="cuda")
+    )
     cuda = ["--iree-cuda-target=sm_80"]
     flow = lambda backend, flags: iree_compiler.compile_str(  # noqa: E731
         low, target_backends=[backend], extra_args=["--compile-to=flow", *flags]
