@@ -275,18 +275,17 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBa
                         raise Unsupported(f"argument type {have} vs {want} into {fname}")
                     name = c
                 call_args.append(name)
-            results = [em.fresh() for _ in res]
-            lhs = ", ".join(results)
+            call = f"func.call @{fname}({', '.join(call_args)}) : ({', '.join(ins)}) -> ({', '.join(res)})"
+            if not res:
+                em.lines.append(call)  # a piece holding only runtime checks
+                continue
+            base = em.fresh()
             if len(res) > 1:
-                base = em.fresh()
-                em.lines.append(
-                    f"{base}:{len(res)} = func.call @{fname}({', '.join(call_args)}) : ({', '.join(ins)}) -> ({', '.join(res)})"
-                )
+                em.lines.append(f"{base}:{len(res)} = {call}")
                 results = [f"{base}#{i}" for i in range(len(res))]
             else:
-                em.lines.append(
-                    f"{lhs} = func.call @{fname}({', '.join(call_args)}) : ({', '.join(ins)}) -> {res[0]}"
-                )
+                em.lines.append(f"{base} = {call}")
+                results = [base]
             if len(res) == 1:
                 env[node.name] = (results[0], res[0])
             else:

@@ -194,3 +194,22 @@ def test_debug_dump(tmp_path, monkeypatch):
     assert dumps, "nothing dumped"
     files = {p.name for p in dumps[0].iterdir()}
     assert {"fx_graph.txt", "imported.mlir", "ragged.mlir", "lowered.mlir", "iree_flags.txt"} <= files
+
+
+def test_separate_offsets_with_equal_values():
+    """q, k and v built separately (equal offsets, distinct tensors): the
+    structure check runs inside the compiled graph, and a mismatch fails."""
+
+    class Attend(nn.Module):
+        def forward(self, q: NestedTensor, k: NestedTensor, v: NestedTensor):
+            return F.scaled_dot_product_attention(q, k, v).values
+
+    lengths = [3, 5, 2]
+    g = torch.Generator().manual_seed(4)
+    make = lambda: NestedTensor([torch.randn(n, 2, 4, generator=g) for n in lengths])  # noqa: E731
+    q, k, v = make(), make(), make()
+    model = torch.compile(Attend(), backend="ragged", dynamic=True, options={"fallback": False})
+    with torch.no_grad():
+        got = model(q, k, v)
+        want = Attend()(q, k, v)
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
