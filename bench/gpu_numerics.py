@@ -81,38 +81,6 @@ def length_sets(seed: int) -> dict[str, list[int]]:
 # --------------------------------------------------------------------------
 
 
-def reshape_items(x, dims):
-    """``[B, L(b), a...] -> [B, L(b), dims...]`` through the packed values:
-    ``ragged.values``, ``tensor.expand_shape`` / ``collapse_shape``, then
-    ``ragged.pack`` with the same offsets (the head split / merge)."""
-    from ragged_mlir import ir
-    from ragged_mlir.builders import _wrap
-    from ragged_mlir.dialects import arith
-    from ragged_mlir.dialects import ragged as rd
-    from ragged_mlir.dialects import tensor as td
-
-    t = x.rtype
-    dyn = ir.ShapedType.get_dynamic_size()
-    elem = t.element_type
-    trailing = list(t.dims[1:])
-    values = rd.values(ir.RankedTensorType.get([dyn] + trailing, elem), x.value)
-    i64 = ir.IntegerType.get_signless(64)
-    offsets = rd.offsets(ir.RankedTensorType.get([dyn], i64), x.value, str(t.dims[0].symbol))
-    out_type = ir.RankedTensorType.get([dyn] + list(dims), elem)
-
-    def reassoc(n: int) -> ir.ArrayAttr:  # [[0], [1, ..., n]]
-        groups = [[0], list(range(1, n + 1))]
-        return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g]) for g in groups])
-
-    if len(dims) > len(trailing):  # split the last dim
-        rows = td.dim(values, arith.constant(ir.IndexType.get(), 0))
-        reshaped = td.ExpandShapeOp(out_type, values, reassoc(len(dims)), [rows], [dyn] + list(dims)).result
-    else:  # merge the trailing dims
-        reshaped = td.CollapseShapeOp(out_type, values, reassoc(len(trailing))).result
-    rtype = rd.RaggedTensorType.get(t.batch_size, [t.dims[0]] + list(dims), elem, t.encoding)
-    return _wrap(rd.pack(rtype, reshaped, [offsets]))
-
-
 def encoder_program(d=D, heads=HEADS, ff=FF, dtype="f32", batch=None, name="encoder_layer"):
     """Post-LN BERT encoder layer without biases: returns (y, mean-pooled y)."""
     from ragged_mlir.builders import Program, attention, ragged, tensor
@@ -122,8 +90,8 @@ def encoder_program(d=D, heads=HEADS, ff=FF, dtype="f32", batch=None, name="enco
     w = lambda *s: tensor(*s, dtype=dtype)  # noqa: E731
 
     def layer(x, wq, wk, wv, wo, g1, b1, w1, w2, g2, b2):
-        q, k, v = (reshape_items(x @ m, (heads, hd)) for m in (wq, wk, wv))
-        a = reshape_items(attention(q, k, v, scale=hd**-0.5), (d,))
+        q, k, v = ((x @ m).reshape(heads, hd) for m in (wq, wk, wv))
+        a = (attention(q, k, v, scale=hd**-0.5)).reshape(d)
         h = ((a @ wo) + x).layer_norm(g1, b1)
         y = (((h @ w1).gelu() @ w2) + h).layer_norm(g2, b2)
         return y, y.reduce("mean")

@@ -18,6 +18,7 @@ the MLIR text that :func:`ragged_mlir.compile` takes.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -108,6 +109,12 @@ class _Value:
 
 class TensorValue(_Value):
     """A dense tensor in a program being built."""
+
+
+def _index_constant(value: int) -> ir.Value:
+    from .dialects import arith
+
+    return arith.constant(ir.IndexType.get(), value)
 
 
 def _enum(kind: str, value: str) -> ir.Attribute:
@@ -225,6 +232,49 @@ class RaggedValue(_Value):
         return _wrap(_create("ragged.softmax", [self.type], [self]).result)
 
     # structure -----------------------------------------------------------
+    def reshape(self, *dims: int) -> RaggedValue:
+        """New trailing dims for every row, e.g. ``[B, L(b), 384]`` ->
+        ``reshape(12, 32)`` -> ``[B, L(b), 12, 32]`` (multi-head split) and
+        back: ``ragged.values``, a collapse and/or expand of the packed
+        values, and ``ragged.pack`` with the same offsets (no data moves)."""
+        from .dialects import ragged as rd
+        from .dialects import tensor as td
+
+        t = self.rtype
+        item = t.dims
+        if not (isinstance(item[0], ragged_d.Ragged) and all(isinstance(d, int) for d in item[1:])):
+            raise ValueError(f"reshape: needs [B, L(b), static dims...], got {self.type}")
+        trailing = list(item[1:])
+        if not dims or any(not isinstance(d, int) or d <= 0 for d in dims):
+            raise ValueError(f"dims: expected positive ints, got {dims}")
+        if math.prod(dims) != math.prod(trailing):
+            raise ValueError(f"dims: {dims} do not hold the {math.prod(trailing)} elements of {trailing}")
+        dyn = ir.ShapedType.get_dynamic_size()
+        elem = t.element_type
+        i64 = ir.IntegerType.get_signless(64)
+        values = rd.values(ir.RankedTensorType.get([dyn, *trailing], elem), self.value)
+        offsets = rd.offsets(ir.RankedTensorType.get([dyn], i64), self.value, item[0].symbol)
+
+        def groups(n: int) -> ir.ArrayAttr:  # [[0], [1, ..., n]]
+            return ir.ArrayAttr.get(
+                [
+                    ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g])
+                    for g in ([0], list(range(1, n + 1)))
+                ]
+            )
+
+        flat = math.prod(trailing)
+        if len(trailing) > 1:
+            values = td.CollapseShapeOp(
+                ir.RankedTensorType.get([dyn, flat], elem), values, groups(len(trailing))
+            ).result
+        if len(dims) > 1:
+            rows = td.dim(values, _index_constant(0))
+            out = ir.RankedTensorType.get([dyn, *dims], elem)
+            values = td.ExpandShapeOp(out, values, groups(len(dims)), [rows], [dyn, *dims]).result
+        result = ragged_d.RaggedTensorType.get(t.batch_size, [item[0], *dims], elem, t.encoding)
+        return _wrap(rd.pack(result, values, [offsets]))
+
     def to_padded(self, padding: float = 0.0) -> TensorValue:
         t = self.rtype
         dyn = ir.ShapedType.get_dynamic_size()

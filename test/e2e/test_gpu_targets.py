@@ -91,41 +91,6 @@ def op_text(name: str, batch: int = BATCH) -> str:
     )
 
 
-def _reshape_items(x, dims):
-    """``[B, L(b), a...] -> [B, L(b), dims...]`` on the packed values
-    (``ragged.values``, ``tensor.expand_shape`` / ``collapse_shape``,
-    ``ragged.pack`` with the same offsets): the head split and merge of
-    multi-head attention, which the builders have no method for."""
-    from ragged_mlir import ir
-    from ragged_mlir.builders import _wrap
-    from ragged_mlir.dialects import arith
-    from ragged_mlir.dialects import ragged as rd
-    from ragged_mlir.dialects import tensor as td
-
-    t = x.rtype
-    dyn = ir.ShapedType.get_dynamic_size()
-    elem = t.element_type
-    trailing = list(t.dims[1:])
-    values = rd.values(ir.RankedTensorType.get([dyn] + trailing, elem), x.value)
-    i64 = ir.IntegerType.get_signless(64)
-    offsets = rd.offsets(ir.RankedTensorType.get([dyn], i64), x.value, str(t.dims[0].symbol))
-    out_type = ir.RankedTensorType.get([dyn] + list(dims), elem)
-
-    def reassoc(n: int) -> ir.ArrayAttr:  # [[0], [1, ..., n]]
-        groups = [[0], list(range(1, n + 1))]
-        return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g]) for g in groups])
-
-    if len(dims) > len(trailing):  # split the last dim
-        assert len(trailing) == 1
-        rows = td.dim(values, arith.constant(ir.IndexType.get(), 0))
-        reshaped = td.ExpandShapeOp(out_type, values, reassoc(len(dims)), [rows], [dyn] + list(dims)).result
-    else:  # merge the trailing dims
-        assert len(dims) == 1
-        reshaped = td.CollapseShapeOp(out_type, values, reassoc(len(trailing))).result
-    rtype = rd.RaggedTensorType.get(t.batch_size, [t.dims[0]] + list(dims), elem, t.encoding)
-    return _wrap(rd.pack(rtype, reshaped, [offsets]))
-
-
 def encoder_layer_text(batch=BATCH, d: int = 64, heads: int = 4, ff: int = 128, dtype: str = "f32") -> str:
     """A post-LN BERT encoder layer, built with ragged_mlir.builders."""
     from ragged_mlir.builders import Program, attention, ragged, tensor
@@ -148,8 +113,8 @@ def encoder_layer_text(batch=BATCH, d: int = 64, heads: int = 4, ff: int = 128, 
         b2=w(d),
     )
     def encoder_layer(x, wq, wk, wv, wo, g1, b1, w1, w2, g2, b2):
-        q, k, v = (_reshape_items(x @ m, (heads, hd)) for m in (wq, wk, wv))
-        a = _reshape_items(attention(q, k, v, scale=hd**-0.5), (d,))
+        q, k, v = ((x @ m).reshape(heads, hd) for m in (wq, wk, wv))
+        a = (attention(q, k, v, scale=hd**-0.5)).reshape(d)
         h = ((a @ wo) + x).layer_norm(g1, b1)
         y = (((h @ w1).gelu() @ w2) + h).layer_norm(g2, b2)
         return y, y.reduce("mean")

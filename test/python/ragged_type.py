@@ -63,3 +63,31 @@ with ir.Context(), ir.Location.unknown():
     op = module.body.operations[0].regions[0].blocks[0].operations[0]
     # CHECK: OffsetsOp "L"
     print(type(op).__name__, op.symbol)
+
+# Builders: a multi-head split and merge of the trailing dims.
+from ragged_mlir.builders import Program, ragged
+
+prog = Program()
+
+
+@prog.func(x=ragged(None, "L", 8))
+def heads(x):
+    return x.reshape(2, 4).reshape(8)
+
+
+# CHECK-LABEL: func.func @heads
+# CHECK: tensor.expand_shape {{.*}} output_shape [%{{.*}}, 2, 4] : tensor<?x8xf32> into tensor<?x2x4xf32>
+# CHECK: ragged.pack {{.*}} -> !ragged.tensor<?, [L], 2, 4, f32>
+# CHECK: tensor.collapse_shape {{.*}} : tensor<?x2x4xf32> into tensor<?x8xf32>
+# CHECK: ragged.pack {{.*}} -> !ragged.tensor<?, [L], 8, f32>
+print(prog.module_text())
+bad = Program()
+try:
+
+    @bad.func(x=ragged(None, "L", 8))
+    def shrink(x):
+        return x.reshape(3)
+
+except ValueError as e:
+    print("ValueError:", e)
+# CHECK: ValueError: dims: (3,) do not hold the 8 elements of [8]
