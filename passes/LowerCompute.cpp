@@ -894,7 +894,7 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
             Region &region = kk + 1 < buckets ? sw.getCaseRegions()[kk] : sw.getDefaultRegion();
             OpBuilder::InsertionGuard guard(b);
             b.setInsertionPointToStart(&region.emplaceBlock());
-            Value x = tensor::ExtractOp::create(b, l, outputs[kk], ValueRange{m, i, h, e});
+            Value x = tensor::ExtractOp::create(b, l, outputs[kk], ValueRange{m, h, i, e});
             scf::YieldOp::create(b, l, x);
           }
           return sw.getResult(0);
@@ -947,99 +947,97 @@ private:
                            return SmallVector<Value>{next, found};
                          })[1];
         });
-    // Gather q, k, v into [n, S, H, d] (zero past each item's length).
-    SmallVector<int64_t> blockShape{dyn, dyn, hStatic, dStatic};
-    SmallVector<Value> blockDyn{n, size};
+    // Gather q, k, v into [n, H, S, d] (zero past each item's length), so
+    // that (item, head) pairs form the batch of named batch matmuls.
+    SmallVector<int64_t> blockShape{dyn, hStatic, dyn, dStatic};
+    SmallVector<Value> blockDyn{n};
     if (ShapedType::isDynamic(hStatic))
       blockDyn.push_back(heads);
+    blockDyn.push_back(size);
     if (ShapedType::isDynamic(dStatic))
       blockDyn.push_back(headDim);
     Value blockInit = emptyTensor(b, loc, blockShape, elem, blockDyn);
     auto gather = [&](Value source) {
       return parallelGeneric(b, loc, blockInit, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
-        SmallVector<Value> idx = loopIndices(nb, l, 4);
+        SmallVector<Value> idx = loopIndices(nb, l, 4); // m, h, i, e
         Value item = loadIndex(nb, l, items, idx[0]);
         Value start = loadIndex(nb, l, lo, item);
         Value len = arith::SubIOp::create(nb, l, loadIndex(nb, l, hi, item), start);
-        Value valid = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, idx[1], len);
-        Value row = arith::AddIOp::create(nb, l, start, idx[1]);
-        return guardedExtract(nb, l, valid, source, {row, idx[2], idx[3]}, floatConst(nb, l, elem, 0.0));
+        Value valid = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, idx[2], len);
+        Value row = arith::AddIOp::create(nb, l, start, idx[2]);
+        return guardedExtract(nb, l, valid, source, {row, idx[1], idx[3]}, floatConst(nb, l, elem, 0.0));
       });
     };
-    Value qb = gather(qv), kb = gather(kv), vb = gather(vv);
+    // [n, H, S, d] -> [n * H, S, d]: free, the blocks are contiguous.
+    SmallVector<ReassociationIndices> toBatch{{0, 1}, {2}, {3}};
+    auto flatten = [&](Value block) -> Value { return tensor::CollapseShapeOp::create(b, loc, block, toBatch); };
+    Value qb = flatten(gather(qv)), kb = flatten(gather(kv)), vb = flatten(gather(vv));
+    Value pairs = dimOf(b, loc, qb, 0);
+    // Each (item, head) pair's length.
     Value lens = parallelGeneric(
-        b, loc, emptyTensor(b, loc, {dyn}, i64, {n}), {items}, {b.getMultiDimIdentityMap(1)},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value item = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[0]);
+        b, loc, emptyTensor(b, loc, {dyn}, i64, {pairs}), {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
+          Value m = arith::DivUIOp::create(nb, l, linalg::IndexOp::create(nb, l, 0), heads);
+          Value item = loadIndex(nb, l, items, m);
           return arith::SubIOp::create(nb, l, tensor::ExtractOp::create(nb, l, hi, item),
                                        tensor::ExtractOp::create(nb, l, lo, item));
         });
     auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
     auto par = utils::IteratorType::parallel, red = utils::IteratorType::reduction;
-    // scores [n, H, S, S] = q . k over d.
-    SmallVector<int64_t> sShape{dyn, hStatic, dyn, dyn};
-    SmallVector<Value> sDyn{n};
-    if (ShapedType::isDynamic(hStatic))
-      sDyn.push_back(heads);
-    sDyn.append({size, size});
     Value zero = floatConst(b, loc, elem, 0.0);
-    Value sInit = linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, sShape, elem, sDyn)).getResult(0);
-    Value scores = structured(
-        b, loc, sInit, {qb, kb},
-        {AffineMap::get(5, 0, {d(0), d(2), d(1), d(4)}, ctx),
-         AffineMap::get(5, 0, {d(0), d(3), d(1), d(4)}, ctx),
-         AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx)},
-        {par, par, par, par, red}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          return arith::AddFOp::create(nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
-        });
+    // scores [nH, S, S] = q k^T: a named batch matmul.
+    auto sType = RankedTensorType::get({dyn, dyn, dyn}, elem);
+    Value sInit = linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, sType.getShape(), elem, {pairs, size, size}))
+                      .getResult(0);
+    Value scores =
+        linalg::BatchMatmulTransposeBOp::create(b, loc, TypeRange{sType}, ValueRange{qb, kb}, ValueRange{sInit})
+            .getResult(0);
     // Masked, scaled logits: keys past the item's length (and the future,
     // when causal) get -inf.
     Value ninf = floatConst(b, loc, elem, -std::numeric_limits<double>::infinity());
     auto logit = [&](OpBuilder &nb, Location l, Value s, Value len) {
-      Value i = linalg::IndexOp::create(nb, l, 2), j = linalg::IndexOp::create(nb, l, 3);
+      Value i = linalg::IndexOp::create(nb, l, 1), j = linalg::IndexOp::create(nb, l, 2);
       Value jj = arith::IndexCastOp::create(nb, l, nb.getI64Type(), j);
       Value ok = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, jj, len);
       if (causal)
-        ok = arith::AndIOp::create(nb, l, ok,
-                                   arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, j, i));
+        ok = arith::AndIOp::create(nb, l, ok, arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, j, i));
       Value scaled = arith::MulFOp::create(nb, l, s, floatConst(nb, l, elem, scale));
       return arith::SelectOp::create(nb, l, ok, scaled, ninf).getResult();
     };
-    SmallVector<int64_t> rShape{dyn, hStatic, dyn};
-    SmallVector<Value> rDyn{n};
-    if (ShapedType::isDynamic(hStatic))
-      rDyn.push_back(heads);
-    rDyn.push_back(size);
-    AffineMap all4 = b.getMultiDimIdentityMap(4);
-    AffineMap row4 = AffineMap::get(4, 0, {d(0), d(1), d(2)}, ctx);
-    AffineMap item4 = AffineMap::get(4, 0, {d(0)}, ctx);
-    Value maxInit = linalg::FillOp::create(b, loc, ninf, emptyTensor(b, loc, rShape, elem, rDyn)).getResult(0);
-    Value maxima = structured(b, loc, maxInit, {scores, lens}, {all4, item4, row4}, {par, par, par, red},
+    auto rType = RankedTensorType::get({dyn, dyn}, elem);
+    AffineMap all3 = b.getMultiDimIdentityMap(3);
+    AffineMap row3 = AffineMap::get(3, 0, {d(0), d(1)}, ctx);
+    AffineMap pair3 = AffineMap::get(3, 0, {d(0)}, ctx);
+    Value maxInit =
+        linalg::FillOp::create(b, loc, ninf, emptyTensor(b, loc, rType.getShape(), elem, {pairs, size})).getResult(0);
+    Value maxima = structured(b, loc, maxInit, {scores, lens}, {all3, pair3, row3}, {par, par, red},
                               [&](OpBuilder &nb, Location l, ValueRange a) {
                                 return arith::MaximumFOp::create(nb, l, a[2], logit(nb, l, a[0], a[1]));
                               });
-    Value sumInit = linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, rShape, elem, rDyn)).getResult(0);
-    Value sums = structured(b, loc, sumInit, {scores, lens, maxima}, {all4, item4, row4, row4},
-                            {par, par, par, red}, [&](OpBuilder &nb, Location l, ValueRange a) {
+    Value sumInit =
+        linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, rType.getShape(), elem, {pairs, size})).getResult(0);
+    Value sums = structured(b, loc, sumInit, {scores, lens, maxima}, {all3, pair3, row3, row3}, {par, par, red},
+                            [&](OpBuilder &nb, Location l, ValueRange a) {
                               Value e = math::ExpOp::create(
                                   nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]));
                               return arith::AddFOp::create(nb, l, a[3], e);
                             });
-    Value weights = structured(
-        b, loc, emptyTensor(b, loc, sShape, elem, sDyn), {scores, lens, maxima, sums},
-        {all4, item4, row4, row4, all4}, {par, par, par, par}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]));
-          return arith::DivFOp::create(nb, l, e, a[3]);
-        });
-    // out [n, S, H, d] = weights . v over the keys.
-    Value oInit = linalg::FillOp::create(b, loc, zero, blockInit).getResult(0);
-    return structured(b, loc, oInit, {weights, vb},
-                      {AffineMap::get(5, 0, {d(0), d(2), d(1), d(4)}, ctx),
-                       AffineMap::get(5, 0, {d(0), d(4), d(2), d(3)}, ctx),
-                       AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx)},
-                      {par, par, par, par, red}, [&](OpBuilder &nb, Location l, ValueRange a) {
-                        return arith::AddFOp::create(nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
-                      });
+    Value weights = structured(b, loc, emptyTensor(b, loc, sType.getShape(), elem, {pairs, size, size}),
+                               {scores, lens, maxima, sums}, {all3, pair3, row3, row3, all3}, {par, par, par},
+                               [&](OpBuilder &nb, Location l, ValueRange a) {
+                                 Value e = math::ExpOp::create(
+                                     nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]));
+                                 return arith::DivFOp::create(nb, l, e, a[3]);
+                               });
+    // out [nH, S, d] = weights v, then back to [n, H, S, d].
+    Value oInit = linalg::FillOp::create(b, loc, zero, flatten(blockInit)).getResult(0);
+    Value out = linalg::BatchMatmulOp::create(b, loc, TypeRange{oInit.getType()}, ValueRange{weights, vb},
+                                              ValueRange{oInit})
+                    .getResult(0);
+    return tensor::ExpandShapeOp::create(b, loc, blockInit.getType(), out,
+                                         b.getArrayAttr({b.getI64ArrayAttr({0, 1}), b.getI64ArrayAttr({2}),
+                                                         b.getI64ArrayAttr({3})}),
+                                         blockDyn, blockShape)
+        .getResult();
   }
 
   int64_t buckets;
