@@ -690,6 +690,15 @@ def summarize(rows: list[dict], extra: dict) -> dict:
     return out
 
 
+def _case_name(r: dict) -> str:
+    """'W4 6L', 'W1 softmax', 'W3': a case's workload as the tables show it."""
+    return (
+        r["workload"]
+        + (f" {r['layers']}L" if r.get("layers") else "")
+        + (f" {r['op']}" if r.get("op") else "")
+    )
+
+
 def _fmt(x, spec=".2f", none="–"):
     return none if x is None else format(x, spec)
 
@@ -717,11 +726,7 @@ def write_markdown(path: Path, rows: list[dict], summary: dict, info: dict, extr
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in cases:
-        name = (
-            r["workload"]
-            + (f" {r['layers']}L" if r.get("layers") else "")
-            + (f" {r['op']}" if r.get("op") else "")
-        )
+        name = _case_name(r)
         med = r["median_ms"]
         lines.append(
             f"| {name} | {r['dataset']} | {r['batch']} | {r['util']:.2f} | {r['flop_ceiling']:.2f} | "
@@ -735,11 +740,7 @@ def write_markdown(path: Path, rows: list[dict], summary: dict, info: dict, extr
     lines.append("| workload | dataset | " + " | ".join(names) + " |")
     lines.append("|---|---|" + "---|" * len(names))
     for r in cases:
-        name = (
-            r["workload"]
-            + (f" {r['layers']}L" if r.get("layers") else "")
-            + (f" {r['op']}" if r.get("op") else "")
-        )
+        name = _case_name(r)
         lines.append(
             f"| {name} | {r['dataset']} | "
             + " | ".join(_fmt(r["median_ms"].get(n), ".1f") for n in names)
@@ -749,11 +750,7 @@ def write_markdown(path: Path, rows: list[dict], summary: dict, info: dict, extr
     lines.append("| workload | dataset | " + " | ".join(names) + " |")
     lines.append("|---|---|" + "---|" * len(names))
     for r in cases:
-        name = (
-            r["workload"]
-            + (f" {r['layers']}L" if r.get("layers") else "")
-            + (f" {r['op']}" if r.get("op") else "")
-        )
+        name = _case_name(r)
         lines.append(
             f"| {name} | {r['dataset']} | "
             + " | ".join(_fmt(r["peak_mem_mib"].get(n), ".0f") for n in names)
