@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
+from pathlib import Path
 
 import pytest
 from test_dispatch_counts import OPS  # test/e2e is on sys.path under pytest
@@ -92,34 +94,12 @@ def op_text(name: str, batch: int = BATCH) -> str:
 
 
 def encoder_layer_text(batch=BATCH, d: int = 64, heads: int = 4, ff: int = 128, dtype: str = "f32") -> str:
-    """A post-LN BERT encoder layer, built with ragged_mlir.builders."""
-    from ragged_mlir.builders import Program, attention, ragged, tensor
+    """A post-LN BERT encoder layer built with ragged_mlir.builders: the one
+    the GPU check script runs (bench/gpu_numerics.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from gpu_numerics import encoder_program
 
-    hd = d // heads
-    prog = Program()
-    w = lambda *s: tensor(*s, dtype=dtype)  # noqa: E731
-
-    @prog.func(
-        x=ragged(batch, "L", d, dtype=dtype),
-        wq=w(d, d),
-        wk=w(d, d),
-        wv=w(d, d),
-        wo=w(d, d),
-        g1=w(d),
-        b1=w(d),
-        w1=w(d, ff),
-        w2=w(ff, d),
-        g2=w(d),
-        b2=w(d),
-    )
-    def encoder_layer(x, wq, wk, wv, wo, g1, b1, w1, w2, g2, b2):
-        q, k, v = ((x @ m).reshape(heads, hd) for m in (wq, wk, wv))
-        a = (attention(q, k, v, scale=hd**-0.5)).reshape(d)
-        h = ((a @ wo) + x).layer_norm(g1, b1)
-        y = (((h @ w1).gelu() @ w2) + h).layer_norm(g2, b2)
-        return y, y.reduce("mean")
-
-    return prog.module_text()
+    return encoder_program(d=d, heads=heads, ff=ff, dtype=dtype, batch=batch).module_text()
 
 
 CASES = sorted(OPS) + ["encoder_layer"]
