@@ -735,27 +735,25 @@ def write_markdown(path: Path, rows: list[dict], summary: dict, info: dict, extr
             f"{_fmt(r.get('ragged_overhead'))} | {_fmt(r.get('padded_work_ratio'))} | "
             f"{_fmt(r.get('peak_mem_ratio_vs_padded'))} | {_fmt(r['max_rel_err'].get(W.OURS), '.1e')} | {r['runs']} |"
         )
-    lines += ["", "## Median ms of every variant", ""]
     names = [n for n in W.ORDER if any(n in r["median_ms"] for r in cases)]
-    lines.append("| workload | dataset | " + " | ".join(names) + " |")
-    lines.append("|---|---|" + "---|" * len(names))
-    for r in cases:
-        name = _case_name(r)
-        lines.append(
-            f"| {name} | {r['dataset']} | "
-            + " | ".join(_fmt(r["median_ms"].get(n), ".1f") for n in names)
-            + " |"
-        )
-    lines += ["", "## Peak memory of one call (MiB above the resident set before it)", ""]
-    lines.append("| workload | dataset | " + " | ".join(names) + " |")
-    lines.append("|---|---|" + "---|" * len(names))
-    for r in cases:
-        name = _case_name(r)
-        lines.append(
-            f"| {name} | {r['dataset']} | "
-            + " | ".join(_fmt(r["peak_mem_mib"].get(n), ".0f") for n in names)
-            + " |"
-        )
+
+    def variant_table(title: str, key: str, spec: str) -> list[str]:
+        rows = [
+            "",
+            title,
+            "",
+            "| workload | dataset | " + " | ".join(names) + " |",
+            "|---|---|" + "---|" * len(names),
+        ]
+        for r in cases:
+            cells = " | ".join(_fmt(r[key].get(n), spec) for n in names)
+            rows.append(f"| {_case_name(r)} | {r['dataset']} | {cells} |")
+        return rows
+
+    lines += variant_table("## Median ms of every variant", "median_ms", ".1f")
+    lines += variant_table(
+        "## Peak memory of one call (MiB above the resident set before it)", "peak_mem_mib", ".0f"
+    )
     fresh = [r for r in cases if isinstance(r.get("peak_mem_fresh_mib"), dict)]
     if fresh:
         lines += [

@@ -1128,7 +1128,6 @@ struct ConcatLowering : OpConversionPattern<ConcatOp> {
         [](OpBuilder &b, Location l, ValueRange x) {
           return arith::AddIOp::create(b, l, x[0], x[1]);
         });
-    Type elem = a.type.getElementType();
     Value out = gatherRows(
         rewriter, loc, offsets, a.values,
         [&](OpBuilder &b, Location l, Value item, Value i, ArrayRef<Value> t) {
@@ -1148,7 +1147,6 @@ struct ConcatLowering : OpConversionPattern<ConcatOp> {
                     arith::SubIOp::create(eb, el, i, lenA));
                 scf::YieldOp::create(eb, el, readRow(eb, el, c.values, row, t));
               });
-          (void)elem;
           return ifOp.getResult(0);
         });
     rewriter.replaceOpWithMultiple(

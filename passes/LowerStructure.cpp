@@ -139,7 +139,6 @@ struct FromPaddedLowering : OpConversionPattern<FromPaddedOp> {
     if (failed(checkAddressable(type, why)))
       return unsupported(op, why);
     Value padded = adaptor.getPadded().front();
-    auto paddedType = cast<RankedTensorType>(padded.getType());
     // Lengths must fit the padded extent of their dims.
     Value ok = arith::ConstantIntOp::create(rewriter, loc, rewriter.getI1Type(), 1);
     Packed packed{type, Value(), {}};
@@ -204,7 +203,6 @@ struct FromPaddedLowering : OpConversionPattern<FromPaddedOp> {
             at.push_back(linalg::IndexOp::create(b, l, d));
           return tensor::ExtractOp::create(b, l, padded, at);
         });
-    (void)paddedType;
     rewriter.replaceOpWithMultiple(op, {packed.flatten(rewriter, loc)});
     return success();
   }
