@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 
 #include <cmath>
 #include <tuple>
@@ -798,15 +799,30 @@ Value structured(OpBuilder &b, Location loc, Value init, ValueRange inputs,
       .getResult(0);
 }
 
-/// Attention by length buckets: items go to the smallest of K buckets of
-/// ceil(maxL / 2^(K-1-k)) rows that fits them, each bucket is gathered into a
-/// dense [items, S_k, heads, d] block and runs dense, vectorisable linalg
-/// (scores, masked softmax, weights x values), and the rows are gathered
-/// back. Work is sum_k n_k S_k^2 instead of B max L^2: within a bucket (but
-/// the first) lengths are within 2x of the padded size.
+/// Attention by length buckets. Every non-empty item goes to the smallest
+/// bucket that fits it; bucket k holds n_k items padded to S_k rows. One
+/// gather lays q, k and v out as slabs [sum_k n_k S_k, H, d] in which bucket
+/// k's block [n_k, S_k, H, d] is a contiguous slice (rows past an item's
+/// length repeat its last row: they are masked as keys and dropped as
+/// queries), each block runs dense attention into an output slab, and one
+/// gather reads the packed rows back. Two ladders and kernels:
+///
+/// - `buckets` = K dynamic sizes ceil(maxL / 2^(K-1-k)) with upstream linalg
+///   attention (batch matmuls and a masked softmax on [n * H, S, d]), which
+///   any backend takes. Within a bucket (but the first) lengths are within
+///   2x of the padded size.
+/// - `ireeKernel`: the static sizes of `kStaticLadder` (1.5x apart) plus one
+///   overflow bucket of maxL rows, with IREE's fused
+///   `iree_linalg_ext.attention` (online softmax, no score blocks) under a
+///   key mask. IREE's CPU codegen picks fast tiles only when S is static,
+///   hence the ladder. The op is emitted in generic form, unregistered, for
+///   IREE to parse; it needs f32 and static H and d.
 struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
-  BucketedAttentionLowering(const TypeConverter &converter, MLIRContext *ctx, int64_t buckets)
-      : OpConversionPattern(converter, ctx), buckets(buckets) {}
+  static constexpr int64_t kStaticLadder[] = {16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+
+  BucketedAttentionLowering(const TypeConverter &converter, MLIRContext *ctx, int64_t buckets,
+                            bool ireeKernel)
+      : OpConversionPattern(converter, ctx, /*benefit=*/2), buckets(buckets), ireeKernel(ireeKernel) {}
 
   LogicalResult
   matchAndRewrite(AttentionOp op, OneToNOpAdaptor adaptor,
@@ -818,168 +834,350 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
     Value offsets = q.partitions.front();
     Type elem = q.type.getElementType();
     Type i64 = rewriter.getI64Type();
-    bool causal = op.getCausal();
-    double scale = op.getScale().convertToDouble();
     auto valuesType = cast<RankedTensorType>(q.values.getType());
-    Value heads = dimOf(rewriter, loc, q.values, 1), headDim = dimOf(rewriter, loc, q.values, 2);
-    int64_t hStatic = valuesType.getDimSize(1), dStatic = valuesType.getDimSize(2);
+    AttnShape shape{op.getCausal(), op.getScale().convertToDouble(), elem,
+                    valuesType.getDimSize(1), valuesType.getDimSize(2),
+                    dimOf(rewriter, loc, q.values, 1), dimOf(rewriter, loc, q.values, 2)};
+    bool useIree = ireeKernel && elem.isF32() && !ShapedType::isDynamic(shape.hStatic) &&
+                   !ShapedType::isDynamic(shape.dStatic);
+    if (!useIree && buckets == 0)
+      return rewriter.notifyMatchFailure(op, "exact attention decomposes instead");
 
-    Value numItems = numSegments(rewriter, loc, offsets);
     auto [lo, hi] = segmentBounds(rewriter, loc, offsets);
-    AffineMap id1 = rewriter.getMultiDimIdentityMap(1);
-    Value itemInit = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {numItems});
     Value maxLen = maxSegmentLength(rewriter, loc, offsets);
+    // Bucket sizes: static where known, and as values.
+    SmallVector<int64_t> staticSizes;
     SmallVector<Value> sizes;
-    for (int64_t kk = 0; kk < buckets; ++kk) {
-      Value div = constIndex(rewriter, loc, int64_t(1) << (buckets - 1 - kk));
-      sizes.push_back(arith::CeilDivUIOp::create(rewriter, loc, maxLen, div));
+    if (useIree) {
+      for (int64_t s : kStaticLadder) {
+        staticSizes.push_back(s);
+        sizes.push_back(constIndex(rewriter, loc, s));
+      }
+      staticSizes.push_back(ShapedType::kDynamic);
+      sizes.push_back(maxLen);
+    } else {
+      for (int64_t kk = 0; kk < buckets; ++kk) {
+        Value div = constIndex(rewriter, loc, int64_t(1) << (buckets - 1 - kk));
+        staticSizes.push_back(ShapedType::kDynamic);
+        sizes.push_back(arith::CeilDivUIOp::create(rewriter, loc, maxLen, div));
+      }
     }
-    // Bucket of each item, and its rank among the items of its bucket.
-    Value bucketOf = parallelGeneric(
-        rewriter, loc, itemInit, {lo, hi}, {id1, id1}, [&](OpBuilder &b, Location l, ValueRange a) {
-          Value len = arith::IndexCastOp::create(b, l, b.getIndexType(),
-                                                 arith::SubIOp::create(b, l, a[1], a[0]));
-          Value bucket = constIndex(b, l, buckets - 1);
-          for (int64_t kk = buckets - 2; kk >= 0; --kk) {
-            Value fits = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ule, len, sizes[kk]);
-            bucket = arith::SelectOp::create(b, l, fits, constIndex(b, l, kk), bucket);
-          }
-          return arith::IndexCastOp::create(b, l, b.getI64Type(), bucket);
-        });
-    Value rank = parallelGeneric(
-        rewriter, loc, itemInit, {bucketOf}, {id1}, [&](OpBuilder &b, Location l, ValueRange a) {
-          Value item = linalg::IndexOp::create(b, l, 0);
-          Value zero = arith::ConstantIntOp::create(b, l, b.getI64Type(), 0);
-          Value one = arith::ConstantIntOp::create(b, l, b.getI64Type(), 1);
-          return forLoop(b, l, constIndex(b, l, 0), item, {zero},
-                         [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
-                           Value same = arith::CmpIOp::create(
-                               lb, ll, arith::CmpIPredicate::eq,
-                               tensor::ExtractOp::create(lb, ll, bucketOf, j), a[0]);
-                           Value add = arith::SelectOp::create(lb, ll, same, one, zero);
-                           return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], add)};
-                         })[0];
-        });
+    Layout lay = layout(rewriter, loc, lo, hi, sizes);
 
-    SmallVector<Value> outputs;
-    for (int64_t kk = 0; kk < buckets; ++kk)
-      outputs.push_back(bucketAttention(rewriter, loc, kk, sizes[kk], bucketOf, lo, hi, q.values,
-                                        k, v, heads, headDim, hStatic, dStatic, elem, scale,
-                                        causal));
-
-    // Back to packed rows: row r of item b is row r - lo[b] of b's block.
-    Value rows = dimOf(rewriter, loc, q.values, 0);
-    Value segInit = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {rows});
-    Value segOf = parallelGeneric(
-        rewriter, loc, segInit, {}, {}, [&](OpBuilder &b, Location l, ValueRange) {
-          Value item = findSegment(b, l, offsets, linalg::IndexOp::create(b, l, 0));
-          return arith::IndexCastOp::create(b, l, b.getI64Type(), item);
+    // q, k, v slabs [R, H, d] from one gather, and the key mask [R].
+    Value rowsInit = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {lay.slabRows});
+    Value maskInit = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, rewriter.getI1Type(), {lay.slabRows});
+    auto sourceRows = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{rowsInit.getType(), maskInit.getType()}, ValueRange{},
+        ValueRange{rowsInit, maskInit}, SmallVector<AffineMap>(2, rewriter.getMultiDimIdentityMap(1)),
+        {utils::IteratorType::parallel}, [&](OpBuilder &b, Location l, ValueRange) {
+          auto [item, i] = slabSlot(b, l, lay, linalg::IndexOp::create(b, l, 0));
+          Value start = loadIndex(b, l, lo, item);
+          Value len = arith::SubIOp::create(b, l, loadIndex(b, l, hi, item), start);
+          Value last = arith::SubIOp::create(b, l, len, constIndex(b, l, 1));
+          Value row = arith::AddIOp::create(b, l, start, arith::MinUIOp::create(b, l, i, last));
+          Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, len);
+          linalg::YieldOp::create(b, l, ValueRange{arith::IndexCastOp::create(b, l, b.getI64Type(), row), valid});
         });
-    AffineMap rowMap = AffineMap::get(3, 0, getAffineDimExpr(0, ctx));
-    Value out = parallelGeneric(
-        rewriter, loc, emptyLike(rewriter, loc, q.values), {segOf}, {rowMap},
+    Value srcRow = sourceRows.getResult(0), keyMask = sourceRows.getResult(1);
+    Value slabInit = emptyRows(rewriter, loc, lay.slabRows, q.values);
+    AffineMap rowOf3 = AffineMap::get(3, 0, getAffineDimExpr(0, ctx));
+    auto slabs = linalg::GenericOp::create(
+        rewriter, loc, TypeRange(SmallVector<Type>(3, slabInit.getType())), ValueRange{srcRow},
+        ValueRange{slabInit, slabInit, slabInit},
+        {rowOf3, rewriter.getMultiDimIdentityMap(3), rewriter.getMultiDimIdentityMap(3),
+         rewriter.getMultiDimIdentityMap(3)},
+        SmallVector<utils::IteratorType>(3, utils::IteratorType::parallel),
         [&](OpBuilder &b, Location l, ValueRange a) {
+          Value row = arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
+          Value h = linalg::IndexOp::create(b, l, 1), e = linalg::IndexOp::create(b, l, 2);
+          SmallVector<Value> read;
+          for (Value source : {q.values, k, v})
+            read.push_back(tensor::ExtractOp::create(b, l, source, ValueRange{row, h, e}));
+          linalg::YieldOp::create(b, l, read);
+        });
+
+    // Each bucket's block: a slice of the slabs, attention, and back into
+    // the output slab.
+    Value outSlab = slabInit;
+    for (size_t kk = 0; kk < sizes.size(); ++kk) {
+      Value blockRows = arith::MulIOp::create(rewriter, loc, lay.counts[kk], sizes[kk]);
+      auto block = [&](Value slab) -> Value {
+        Value rows = rowSlice(rewriter, loc, slab, lay.bases[kk], blockRows);
+        auto type = cast<RankedTensorType>(rows.getType());
+        SmallVector<int64_t> shape4{ShapedType::kDynamic, staticSizes[kk], type.getDimSize(1), type.getDimSize(2)};
+        SmallVector<OpFoldResult> sizes4{lay.counts[kk], getAsOpFoldResult(sizes[kk]), tensor::getMixedSize(rewriter, loc, rows, 1),
+                                         tensor::getMixedSize(rewriter, loc, rows, 2)};
+        return tensor::ExpandShapeOp::create(rewriter, loc, RankedTensorType::get(shape4, type.getElementType()),
+                                             rows, SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}}, sizes4)
+            .getResult();
+      };
+      Value maskRows = rowSlice(rewriter, loc, keyMask, lay.bases[kk], blockRows);
+      Value mask = tensor::ExpandShapeOp::create(
+          rewriter, loc, RankedTensorType::get({ShapedType::kDynamic, staticSizes[kk]}, rewriter.getI1Type()),
+          maskRows, SmallVector<ReassociationIndices>{{0, 1}},
+          SmallVector<OpFoldResult>{lay.counts[kk], getAsOpFoldResult(sizes[kk])});
+      Value qb = block(slabs.getResult(0)), kb = block(slabs.getResult(1)), vb = block(slabs.getResult(2));
+      Value out = useIree ? ireeAttention(rewriter, loc, qb, kb, vb, mask, shape)
+                          : linalgAttention(rewriter, loc, qb, kb, vb, mask, shape);
+      Value flat = tensor::CollapseShapeOp::create(rewriter, loc, out,
+                                                   SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}});
+      SmallVector<OpFoldResult> at{lay.bases[kk], rewriter.getIndexAttr(0), rewriter.getIndexAttr(0)};
+      SmallVector<OpFoldResult> extent = tensor::getMixedSizes(rewriter, loc, flat);
+      SmallVector<OpFoldResult> unit(3, rewriter.getIndexAttr(1));
+      outSlab = tensor::InsertSliceOp::create(rewriter, loc, flat, outSlab, at, extent, unit);
+    }
+
+    // Back to packed rows: row r of item b is slab row slabStart[b] + r - lo[b].
+    Value rows = dimOf(rewriter, loc, q.values, 0);
+    Value slabRow = parallelGeneric(
+        rewriter, loc, emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {rows}), {}, {},
+        [&](OpBuilder &b, Location l, ValueRange) {
           Value r = linalg::IndexOp::create(b, l, 0);
-          Value h = linalg::IndexOp::create(b, l, 1);
-          Value e = linalg::IndexOp::create(b, l, 2);
-          Value item = arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
-          Value i = arith::SubIOp::create(b, l, r, loadIndex(b, l, lo, item));
-          Value m = loadIndex(b, l, rank, item);
-          Value bucket = loadIndex(b, l, bucketOf, item);
-          SmallVector<int64_t> cases;
-          for (int64_t kk = 0; kk + 1 < buckets; ++kk)
-            cases.push_back(kk);
-          auto sw = scf::IndexSwitchOp::create(b, l, TypeRange{elem}, bucket, cases, cases.size());
-          for (int64_t kk = 0; kk < buckets; ++kk) {
-            Region &region = kk + 1 < buckets ? sw.getCaseRegions()[kk] : sw.getDefaultRegion();
-            OpBuilder::InsertionGuard guard(b);
-            b.setInsertionPointToStart(&region.emplaceBlock());
-            Value x = tensor::ExtractOp::create(b, l, outputs[kk], ValueRange{m, h, i, e});
-            scf::YieldOp::create(b, l, x);
-          }
-          return sw.getResult(0);
+          Value item = findSegment(b, l, offsets, r);
+          Value at = arith::AddIOp::create(b, l, loadIndex(b, l, lay.slabStart, item),
+                                           arith::SubIOp::create(b, l, r, loadIndex(b, l, lo, item)));
+          return arith::IndexCastOp::create(b, l, b.getI64Type(), at);
+        });
+    Value out = parallelGeneric(
+        rewriter, loc, emptyLike(rewriter, loc, q.values), {slabRow}, {rowOf3},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value row = arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
+          return tensor::ExtractOp::create(
+                     b, l, outSlab, ValueRange{row, linalg::IndexOp::create(b, l, 1), linalg::IndexOp::create(b, l, 2)})
+              .getResult();
         });
     rewriter.replaceOpWithMultiple(op, {Packed{q.type, out, q.partitions}.flatten(rewriter, loc)});
     return success();
   }
 
 private:
-  /// Dense attention over the items of bucket `kk`: [n, S, H, d].
-  Value bucketAttention(OpBuilder &b, Location loc, int64_t kk, Value size, Value bucketOf,
-                        Value lo, Value hi, Value qv, Value kv, Value vv, Value heads,
-                        Value headDim, int64_t hStatic, int64_t dStatic, Type elem, double scale,
-                        bool causal) const {
+  /// What every bucket's attention shares.
+  struct AttnShape {
+    bool causal;
+    double scale;
+    Type elem;
+    int64_t hStatic, dStatic;
+    Value heads, headDim;
+  };
+
+  /// Where the blocks lie. Host values: counts[k] = n_k, bases[k] = first
+  /// slab row of bucket k (sum over j < k of n_j S_j), firsts[k] = sum over
+  /// j < k of n_j, sizes[k] = S_k, slabRows. Device tensors: itemAt[j], the
+  /// j-th non-empty item in (bucket, batch) order, and slabStart[b], the
+  /// first slab row of item b.
+  struct Layout {
+    SmallVector<Value> counts, bases, firsts, sizes;
+    Value slabRows, itemAt, slabStart;
+    /// bases, firsts and sizes as [K] i64 tensors.
+    Value baseTable, firstTable, sizeTable;
+  };
+
+  static Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> sizes) {
     MLIRContext *ctx = b.getContext();
     Type i64 = b.getI64Type();
-    int64_t dyn = ShapedType::kDynamic;
-    // Items of the bucket, in batch order.
-    Value mine = arith::ConstantIntOp::create(b, loc, i64, kk);
-    Value count = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, i64);
-    count = linalg::FillOp::create(b, loc, Value(arith::ConstantIntOp::create(b, loc, i64, 0)), count)
-                .getResult(0);
-    count = structured(b, loc, count, {bucketOf},
-                       {b.getMultiDimIdentityMap(1), AffineMap::get(1, 0, {}, ctx)},
-                       {utils::IteratorType::reduction}, [&](OpBuilder &nb, Location l, ValueRange a) {
-                         Value same = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, a[0], mine);
-                         return arith::AddIOp::create(nb, l, a[1], arith::ExtUIOp::create(nb, l, i64, same));
-                       });
-    Value n = arith::IndexCastOp::create(b, loc, b.getIndexType(),
-                                         tensor::ExtractOp::create(b, loc, count, ValueRange{}));
-    Value items = parallelGeneric(
-        b, loc, emptyTensor(b, loc, {dyn}, i64, {n}), {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
-          Value m = arith::IndexCastOp::create(nb, l, i64, linalg::IndexOp::create(nb, l, 0));
-          Value zero = arith::ConstantIntOp::create(nb, l, i64, 0);
-          Value one = arith::ConstantIntOp::create(nb, l, i64, 1);
-          Value numItems = dimOf(nb, l, bucketOf, 0);
-          // The m-th item whose bucket is kk.
-          return forLoop(nb, l, constIndex(nb, l, 0), numItems, {zero, zero},
-                         [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
-                           Value same = arith::CmpIOp::create(
-                               lb, ll, arith::CmpIPredicate::eq,
-                               tensor::ExtractOp::create(lb, ll, bucketOf, j), mine);
-                           Value hit = arith::AndIOp::create(
-                               lb, ll, same,
-                               arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::eq, acc[0], m));
-                           Value jj = arith::IndexCastOp::create(lb, ll, i64, j);
-                           Value found = arith::SelectOp::create(lb, ll, hit, jj, acc[1]);
-                           Value next = arith::AddIOp::create(
-                               lb, ll, acc[0], arith::SelectOp::create(lb, ll, same, one, zero));
-                           return SmallVector<Value>{next, found};
-                         })[1];
+    int64_t numBuckets = sizes.size();
+    Value numItems = dimOf(b, loc, lo, 0);
+    AffineMap id1 = b.getMultiDimIdentityMap(1);
+    Value itemInit = emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {numItems});
+    // Bucket of each item, -1 when empty.
+    Value bucketOf = parallelGeneric(b, loc, itemInit, {lo, hi}, {id1, id1}, [&](OpBuilder &nb, Location l, ValueRange a) {
+      Value len = arith::IndexCastOp::create(nb, l, nb.getIndexType(), arith::SubIOp::create(nb, l, a[1], a[0]));
+      Value bucket = constIndex(nb, l, numBuckets - 1);
+      for (int64_t kk = numBuckets - 2; kk >= 0; --kk) {
+        Value fits = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, len, sizes[kk]);
+        bucket = arith::SelectOp::create(nb, l, fits, constIndex(nb, l, kk), bucket);
+      }
+      Value empty = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, len, constIndex(nb, l, 0));
+      bucket = arith::SelectOp::create(nb, l, empty, constIndex(nb, l, -1), bucket);
+      return arith::IndexCastOp::create(nb, l, nb.getI64Type(), bucket);
+    });
+    // Items per bucket, read on the host: they size the blocks.
+    Value zero64 = arith::ConstantIntOp::create(b, loc, i64, 0);
+    Value countInit = linalg::FillOp::create(b, loc, zero64, emptyTensor(b, loc, {numBuckets}, i64, {})).getResult(0);
+    auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+    Value countTensor = structured(
+        b, loc, countInit, {bucketOf}, {AffineMap::get(2, 0, d(1), ctx), AffineMap::get(2, 0, d(0), ctx)},
+        {utils::IteratorType::parallel, utils::IteratorType::reduction}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value kk = arith::IndexCastOp::create(nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, 0));
+          Value same = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, a[0], kk);
+          return arith::AddIOp::create(nb, l, a[1], arith::ExtUIOp::create(nb, l, nb.getI64Type(), same));
         });
-    // Gather q, k, v into [n, H, S, d] (zero past each item's length), so
-    // that (item, head) pairs form the batch of named batch matmuls.
-    SmallVector<int64_t> blockShape{dyn, hStatic, dyn, dStatic};
-    SmallVector<Value> blockDyn{n};
-    if (ShapedType::isDynamic(hStatic))
-      blockDyn.push_back(heads);
-    blockDyn.push_back(size);
-    if (ShapedType::isDynamic(dStatic))
-      blockDyn.push_back(headDim);
-    Value blockInit = emptyTensor(b, loc, blockShape, elem, blockDyn);
-    auto gather = [&](Value source) {
-      return parallelGeneric(b, loc, blockInit, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
-        SmallVector<Value> idx = loopIndices(nb, l, 4); // m, h, i, e
-        Value item = loadIndex(nb, l, items, idx[0]);
-        Value start = loadIndex(nb, l, lo, item);
-        Value len = arith::SubIOp::create(nb, l, loadIndex(nb, l, hi, item), start);
-        Value valid = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, idx[2], len);
-        Value row = arith::AddIOp::create(nb, l, start, idx[2]);
-        return guardedExtract(nb, l, valid, source, {row, idx[1], idx[3]}, floatConst(nb, l, elem, 0.0));
-      });
+    Layout lay;
+    lay.sizes.assign(sizes.begin(), sizes.end());
+    Value base = constIndex(b, loc, 0), first = constIndex(b, loc, 0);
+    for (int64_t kk = 0; kk < numBuckets; ++kk) {
+      Value n = arith::IndexCastOp::create(
+          b, loc, b.getIndexType(), tensor::ExtractOp::create(b, loc, countTensor, ValueRange{constIndex(b, loc, kk)}));
+      lay.counts.push_back(n);
+      lay.bases.push_back(base);
+      lay.firsts.push_back(first);
+      base = arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, n, sizes[kk]));
+      first = arith::AddIOp::create(b, loc, first, n);
+    }
+    lay.slabRows = base;
+    auto table = [&](ArrayRef<Value> values) -> Value {
+      SmallVector<Value> asI64;
+      for (Value x : values)
+        asI64.push_back(arith::IndexCastOp::create(b, loc, i64, x));
+      return tensor::FromElementsOp::create(b, loc, RankedTensorType::get({numBuckets}, i64), asI64);
     };
-    // [n, H, S, d] -> [n * H, S, d]: free, the blocks are contiguous.
+    lay.baseTable = table(lay.bases);
+    lay.firstTable = table(lay.firsts);
+    lay.sizeTable = table(lay.sizes);
+    Value baseTable = lay.baseTable, firstTable = lay.firstTable, sizeTable = lay.sizeTable;
+    // Rank of each non-empty item in (bucket, batch) order, and its first
+    // slab row: bases[k] + (rank - firsts[k]) * S_k.
+    Value rank = parallelGeneric(b, loc, itemInit, {bucketOf}, {id1}, [&](OpBuilder &nb, Location l, ValueRange a) {
+      Value item = linalg::IndexOp::create(nb, l, 0);
+      Value zero = arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 0);
+      Value one = arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 1);
+      return forLoop(nb, l, constIndex(nb, l, 0), numItems, {zero}, [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
+        Value other = tensor::ExtractOp::create(lb, ll, bucketOf, j);
+        Value nonEmpty = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::sge, other, zero);
+        Value lower = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::slt, other, a[0]);
+        Value same = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::eq, other, a[0]);
+        Value earlier = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::ult, j, item);
+        Value before = arith::AndIOp::create(lb, ll, nonEmpty,
+                                             arith::OrIOp::create(lb, ll, lower, arith::AndIOp::create(lb, ll, same, earlier)));
+        return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], arith::SelectOp::create(lb, ll, before, one, zero))};
+      })[0];
+    });
+    lay.slabStart = parallelGeneric(b, loc, itemInit, {bucketOf, rank}, {id1, id1}, [&](OpBuilder &nb, Location l, ValueRange a) {
+      // Empty items own no slab rows; clamp their bucket to read the tables.
+      Value bucket = arith::IndexCastOp::create(
+          nb, l, nb.getIndexType(), arith::MaxSIOp::create(nb, l, a[0], arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 0)));
+      auto at = [&](Value t) { return tensor::ExtractOp::create(nb, l, t, ValueRange{bucket}).getResult(); };
+      Value inBucket = arith::SubIOp::create(nb, l, a[1], at(firstTable));
+      return arith::AddIOp::create(nb, l, at(baseTable), arith::MulIOp::create(nb, l, inBucket, at(sizeTable)));
+    });
+    lay.itemAt = parallelGeneric(
+        b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {first}), {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
+          Value j = arith::IndexCastOp::create(nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, 0));
+          Value zero = arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 0);
+          return forLoop(nb, l, constIndex(nb, l, 0), numItems, {zero}, [&](OpBuilder &lb, Location ll, Value c, ValueRange acc) {
+            Value hit = arith::AndIOp::create(
+                lb, ll,
+                arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::eq, tensor::ExtractOp::create(lb, ll, rank, c), j),
+                arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::sge, tensor::ExtractOp::create(lb, ll, bucketOf, c), zero));
+            Value cc = arith::IndexCastOp::create(lb, ll, lb.getI64Type(), c);
+            return SmallVector<Value>{arith::SelectOp::create(lb, ll, hit, cc, acc[0])};
+          })[0];
+        });
+    return lay;
+  }
+
+  /// The item and row within it of slab row `p` (inside a linalg body).
+  static std::pair<Value, Value> slabSlot(OpBuilder &b, Location l, const Layout &lay, Value p) {
+    Value bucket = constIndex(b, l, 0);
+    for (size_t kk = 1; kk < lay.bases.size(); ++kk) {
+      Value start = loadIndex(b, l, lay.baseTable, constIndex(b, l, kk));
+      Value past = arith::CmpIOp::create(b, l, arith::CmpIPredicate::uge, p, start);
+      bucket = arith::SelectOp::create(b, l, past, constIndex(b, l, kk), bucket);
+    }
+    Value base = loadIndex(b, l, lay.baseTable, bucket);
+    Value first = loadIndex(b, l, lay.firstTable, bucket);
+    // Never 0, even in the masked-off lanes of a vectorised tail, where
+    // the loads yield 0 and the division would trap.
+    Value size = arith::MaxUIOp::create(b, l, loadIndex(b, l, lay.sizeTable, bucket), constIndex(b, l, 1));
+    Value offset = arith::SubIOp::create(b, l, p, base);
+    Value m = arith::DivUIOp::create(b, l, offset, size);
+    Value i = arith::SubIOp::create(b, l, offset, arith::MulIOp::create(b, l, m, size));
+    Value item = loadIndex(b, l, lay.itemAt, Value(arith::AddIOp::create(b, l, first, m)));
+    return {item, i};
+  }
+
+  /// Rows [start, start + count) of `slab` (first dim).
+  static Value rowSlice(OpBuilder &b, Location loc, Value slab, Value start, Value count) {
+    auto type = cast<RankedTensorType>(slab.getType());
+    SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0)), strides(type.getRank(), b.getIndexAttr(1));
+    SmallVector<OpFoldResult> extent = tensor::getMixedSizes(b, loc, slab);
+    offsets[0] = start;
+    extent[0] = count;
+    return tensor::ExtractSliceOp::create(b, loc, slab, offsets, extent, strides);
+  }
+
+  /// IREE's fused attention over [n, S, H, d] blocks. The i1 mask admits
+  /// the keys inside the item ([n, S]) or, when causal, the keys at or
+  /// before the query ([S, S]: a valid query never reaches a padded key).
+  static Value ireeAttention(OpBuilder &b, Location loc, Value qb, Value kb, Value vb, Value keyMask,
+                             const AttnShape &blk) {
+    MLIRContext *ctx = b.getContext();
+    auto blockType = cast<RankedTensorType>(qb.getType());
+    int64_t sStatic = blockType.getDimSize(1);
+    // Loops (b, h, m, n, k1, k2): batch, head, query, value column, head
+    // column, key.
+    auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+    auto map = [&](ArrayRef<AffineExpr> r) { return AffineMap::get(6, 0, r, ctx); };
+    Value mask = keyMask;
+    AffineMap maskMap = map({d(0), d(5)});
+    if (blk.causal) {
+      SmallVector<Value> dynSq;
+      if (ShapedType::isDynamic(sStatic))
+        dynSq.assign(2, dimOf(b, loc, qb, 1));
+      Value init = emptyTensor(b, loc, {sStatic, sStatic}, b.getI1Type(), dynSq);
+      mask = parallelGeneric(b, loc, init, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
+        return arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, linalg::IndexOp::create(nb, l, 1),
+                                     linalg::IndexOp::create(nb, l, 0))
+            .getResult();
+      });
+      maskMap = map({d(2), d(5)});
+    }
+    Value scale = floatConst(b, loc, blk.elem, blk.scale);
+    Value init = emptyLike(b, loc, qb);
+    OperationState state(loc, "iree_linalg_ext.attention");
+    state.addOperands({qb, kb, vb, scale, mask, init});
+    state.addTypes(init.getType());
+    state.addAttribute("indexing_maps",
+                       b.getAffineMapArrayAttr({map({d(0), d(2), d(1), d(4)}), map({d(0), d(5), d(1), d(4)}),
+                                                map({d(0), d(5), d(1), d(3)}), map({}), maskMap,
+                                                map({d(0), d(2), d(1), d(3)})}));
+    Region *body = state.addRegion();
+    auto *entry = new mlir::Block();
+    body->push_back(entry);
+    Value score = entry->addArgument(blk.elem, loc);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(entry);
+      OperationState yield(loc, "iree_linalg_ext.yield");
+      yield.addOperands(score);
+      b.create(yield);
+    }
+    return b.create(state)->getResult(0);
+  }
+
+  /// Upstream linalg attention over [n, S, H, d] blocks: transposed to
+  /// [n, H, S, d] and viewed as [n * H, S, d] for named batch matmuls;
+  /// scores are materialised, masked keys get -inf.
+  static Value linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
+                               Value keyMask, const AttnShape &blk) {
+    MLIRContext *ctx = b.getContext();
+    int64_t dyn = ShapedType::kDynamic;
+    Type elem = blk.elem;
+    bool causal = blk.causal;
+    double scale = blk.scale;
+    Value heads = blk.heads;
+    Value size = dimOf(b, loc, qBlock, 1);
+    SmallVector<int64_t> swap{0, 2, 1, 3};
+    auto headsFirst = [&](Value block) -> Value {
+      auto type = cast<RankedTensorType>(block.getType());
+      SmallVector<OpFoldResult> sizes = applyPermutation(tensor::getMixedSizes(b, loc, block), swap);
+      Value init = tensor::EmptyOp::create(b, loc, sizes, type.getElementType());
+      return linalg::TransposeOp::create(b, loc, block, init, swap).getResult()[0];
+    };
     SmallVector<ReassociationIndices> toBatch{{0, 1}, {2}, {3}};
-    auto flatten = [&](Value block) -> Value { return tensor::CollapseShapeOp::create(b, loc, block, toBatch); };
-    Value qb = flatten(gather(qv)), kb = flatten(gather(kv)), vb = flatten(gather(vv));
+    auto flatten = [&](Value block) -> Value {
+      return tensor::CollapseShapeOp::create(b, loc, headsFirst(block), toBatch);
+    };
+    Value qb = flatten(qBlock), kb = flatten(kBlock), vb = flatten(vBlock);
     Value pairs = dimOf(b, loc, qb, 0);
-    // Each (item, head) pair's length.
-    Value lens = parallelGeneric(
-        b, loc, emptyTensor(b, loc, {dyn}, i64, {pairs}), {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
-          Value m = arith::DivUIOp::create(nb, l, linalg::IndexOp::create(nb, l, 0), heads);
-          Value item = loadIndex(nb, l, items, m);
-          return arith::SubIOp::create(nb, l, tensor::ExtractOp::create(nb, l, hi, item),
-                                       tensor::ExtractOp::create(nb, l, lo, item));
+    // The key mask per (item, head) pair: [n * H, S].
+    Value pairMask = parallelGeneric(
+        b, loc, emptyTensor(b, loc, {dyn, dyn}, b.getI1Type(), {pairs, size}), {}, {},
+        [&](OpBuilder &nb, Location l, ValueRange) {
+          Value item = arith::DivUIOp::create(nb, l, linalg::IndexOp::create(nb, l, 0), heads);
+          return tensor::ExtractOp::create(nb, l, keyMask, ValueRange{item, linalg::IndexOp::create(nb, l, 1)})
+              .getResult();
         });
     auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
     auto par = utils::IteratorType::parallel, red = utils::IteratorType::reduction;
@@ -994,10 +1192,8 @@ private:
     // Masked, scaled logits: keys past the item's length (and the future,
     // when causal) get -inf.
     Value ninf = floatConst(b, loc, elem, -std::numeric_limits<double>::infinity());
-    auto logit = [&](OpBuilder &nb, Location l, Value s, Value len) {
+    auto logit = [&](OpBuilder &nb, Location l, Value s, Value ok) {
       Value i = linalg::IndexOp::create(nb, l, 1), j = linalg::IndexOp::create(nb, l, 2);
-      Value jj = arith::IndexCastOp::create(nb, l, nb.getI64Type(), j);
-      Value ok = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, jj, len);
       if (causal)
         ok = arith::AndIOp::create(nb, l, ok, arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, j, i));
       Value scaled = arith::MulFOp::create(nb, l, s, floatConst(nb, l, elem, scale));
@@ -1006,41 +1202,44 @@ private:
     auto rType = RankedTensorType::get({dyn, dyn}, elem);
     AffineMap all3 = b.getMultiDimIdentityMap(3);
     AffineMap row3 = AffineMap::get(3, 0, {d(0), d(1)}, ctx);
-    AffineMap pair3 = AffineMap::get(3, 0, {d(0)}, ctx);
+    AffineMap keyOf3 = AffineMap::get(3, 0, {d(0), d(2)}, ctx);
     Value maxInit =
         linalg::FillOp::create(b, loc, ninf, emptyTensor(b, loc, rType.getShape(), elem, {pairs, size})).getResult(0);
-    Value maxima = structured(b, loc, maxInit, {scores, lens}, {all3, pair3, row3}, {par, par, red},
+    Value maxima = structured(b, loc, maxInit, {scores, pairMask}, {all3, keyOf3, row3}, {par, par, red},
                               [&](OpBuilder &nb, Location l, ValueRange a) {
                                 return arith::MaximumFOp::create(nb, l, a[2], logit(nb, l, a[0], a[1]));
                               });
     Value sumInit =
         linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, rType.getShape(), elem, {pairs, size})).getResult(0);
-    Value sums = structured(b, loc, sumInit, {scores, lens, maxima}, {all3, pair3, row3, row3}, {par, par, red},
+    Value sums = structured(b, loc, sumInit, {scores, pairMask, maxima}, {all3, keyOf3, row3, row3}, {par, par, red},
                             [&](OpBuilder &nb, Location l, ValueRange a) {
                               Value e = math::ExpOp::create(
                                   nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]));
                               return arith::AddFOp::create(nb, l, a[3], e);
                             });
     Value weights = structured(b, loc, emptyTensor(b, loc, sType.getShape(), elem, {pairs, size, size}),
-                               {scores, lens, maxima, sums}, {all3, pair3, row3, row3, all3}, {par, par, par},
+                               {scores, pairMask, maxima, sums}, {all3, keyOf3, row3, row3, all3}, {par, par, par},
                                [&](OpBuilder &nb, Location l, ValueRange a) {
                                  Value e = math::ExpOp::create(
                                      nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]));
                                  return arith::DivFOp::create(nb, l, e, a[3]);
                                });
-    // out [nH, S, d] = weights v, then back to [n, H, S, d].
-    Value oInit = linalg::FillOp::create(b, loc, zero, flatten(blockInit)).getResult(0);
+    // out [nH, S, d] = weights v, then back to [n, S, H, d].
+    Value oInit = linalg::FillOp::create(b, loc, zero, emptyLike(b, loc, qb)).getResult(0);
     Value out = linalg::BatchMatmulOp::create(b, loc, TypeRange{oInit.getType()}, ValueRange{weights, vb},
                                               ValueRange{oInit})
                     .getResult(0);
-    return tensor::ExpandShapeOp::create(b, loc, blockInit.getType(), out,
-                                         b.getArrayAttr({b.getI64ArrayAttr({0, 1}), b.getI64ArrayAttr({2}),
-                                                         b.getI64ArrayAttr({3})}),
-                                         blockDyn, blockShape)
-        .getResult();
+    auto qType = cast<RankedTensorType>(qBlock.getType());
+    SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(b, loc, qBlock);
+    SmallVector<int64_t> hsShape = applyPermutation(qType.getShape(), swap);
+    Value expanded = tensor::ExpandShapeOp::create(b, loc, RankedTensorType::get(hsShape, elem), out, toBatch,
+                                                   applyPermutation(qSizes, swap))
+                         .getResult();
+    return linalg::TransposeOp::create(b, loc, expanded, emptyLike(b, loc, qBlock), swap).getResult()[0];
   }
 
   int64_t buckets;
+  bool ireeKernel;
 };
 
 //===----------------------------------------------------------------------===//
@@ -1221,9 +1420,9 @@ void mlir::ragged::populateRaggedComputeToLinalgPatterns(
                SoftmaxLowering, ScoresLowering, ApplyLowering, GatherLowering,
                ConcatLowering, SplitLowering>(converter, patterns.getContext());
   patterns.add<ReduceLowering>(converter, patterns.getContext(), options);
-  if (options.attentionBuckets > 0)
+  if (options.attentionBuckets > 0 || options.ireeAttention)
     patterns.add<BucketedAttentionLowering>(converter, patterns.getContext(),
-                                            options.attentionBuckets);
-  else
+                                            options.attentionBuckets, options.ireeAttention);
+  if (options.attentionBuckets == 0)
     patterns.add<DecomposeAttention>(patterns.getContext());
 }

@@ -34,6 +34,11 @@ struct RaggedLoweringOptions {
   /// When > 0, attention runs densely per length bucket (that many buckets);
   /// 0 computes exactly sum L(b)^2 scores in segment loops.
   int64_t attentionBuckets = 3;
+  /// Attention as IREE's fused `iree_linalg_ext.attention` on a static
+  /// ladder of length buckets (f32, static heads and head size; other
+  /// attentions keep the choice above). Emits an op this context does not
+  /// know, so the context must allow unregistered dialects.
+  bool ireeAttention = false;
 };
 
 /// Patterns lowering the compute ops (elementwise, matmul, reductions,

@@ -44,6 +44,12 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
            "Run attention densely per length bucket (sizes maxL/2^k), with at "
            "most 2x padding per item in all but the shortest bucket; 0 computes "
            "exactly the sum of L(b)^2 scores in segment loops">,
+    Option<"ireeAttention", "iree-attention", "bool", /*default=*/"false",
+           "Emit f32 attention with static heads and head size as IREE's "
+           "fused iree_linalg_ext.attention on a static ladder of length "
+           "buckets (16 to 1024 rows, 1.5x apart, and one of max L); the op "
+           "is unregistered here, so the context must allow unregistered "
+           "dialects">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

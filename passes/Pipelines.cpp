@@ -25,6 +25,11 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
       llvm::cl::desc("Length buckets of dense attention (0: exact segment "
                      "loops)"),
       llvm::cl::init(3)};
+  Option<bool> ireeAttention{
+      *this, "iree-attention",
+      llvm::cl::desc("Attention as iree_linalg_ext.attention on static "
+                     "length buckets (needs unregistered dialects allowed)"),
+      llvm::cl::init(true)};
 };
 } // namespace
 
@@ -36,6 +41,7 @@ void mlir::ragged::registerRaggedPipelines() {
         ConvertRaggedToLinalgPassOptions lowering;
         lowering.balanceTile = options.balanceTile;
         lowering.attentionBuckets = options.attentionBuckets;
+        lowering.ireeAttention = options.ireeAttention;
         pm.addPass(createConvertRaggedToLinalgPass(lowering));
         pm.addPass(createCanonicalizerPass());
         pm.addPass(createCSEPass());

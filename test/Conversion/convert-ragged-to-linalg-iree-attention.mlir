@@ -1,0 +1,68 @@
+// RUN: ragged-opt %s --allow-unregistered-dialect --convert-ragged-to-linalg="iree-attention=1" | FileCheck %s --implicit-check-not=ragged.
+// RUN: not ragged-opt %s --convert-ragged-to-linalg="iree-attention=1" 2>&1 | FileCheck %s --check-prefix=UNREGISTERED
+
+// UNREGISTERED: error: iree-attention emits iree_linalg_ext.attention, which this context does not know: allow unregistered dialects
+
+// With iree-attention, f32 attention with static heads and head size runs on
+// the static ladder (12 sizes, 16 to 1024, and an overflow bucket of maxL
+// rows): bucket counts over 13 buckets, slabs as with attention-buckets, and
+// per bucket one iree_linalg_ext.attention in generic form on a static-S
+// [n, S, H, d] block under a [n, S] key mask, written into the output slab.
+// Loops (batch, head, query, value column, head column, key).
+// CHECK-DAG: #[[QMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4)>
+// CHECK-DAG: #[[KMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d4)>
+// CHECK-DAG: #[[VMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d3)>
+// CHECK-DAG: #[[SMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> ()>
+// CHECK-DAG: #[[MMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5)>
+// CHECK-DAG: #[[OMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d3)>
+// CHECK-LABEL: func.func @attention
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins({{.*}} : tensor<?xi64>) outs({{.*}} : tensor<13xi64>)
+// CHECK:         %[[ROWS:.*]]:2 = linalg.generic {{.*}}outs({{.*}} : tensor<?xi64>, tensor<?xi1>)
+// CHECK:         %[[SLABS:.*]]:3 = linalg.generic {{.*}}ins(%[[ROWS]]#0 : tensor<?xi64>)
+// CHECK:         %[[MASK:.*]] = tensor.expand_shape {{.*}} : tensor<?xi1> into tensor<?x16xi1>
+// CHECK:         %[[Q:.*]] = tensor.expand_shape {{.*}} : tensor<?x2x4xf32> into tensor<?x16x2x4xf32>
+// CHECK:         %[[K:.*]] = tensor.expand_shape {{.*}} : tensor<?x2x4xf32> into tensor<?x16x2x4xf32>
+// CHECK:         %[[V:.*]] = tensor.expand_shape {{.*}} : tensor<?x2x4xf32> into tensor<?x16x2x4xf32>
+// CHECK:         %[[SCALE:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK:         "iree_linalg_ext.attention"(%[[Q]], %[[K]], %[[V]], %[[SCALE]], %[[MASK]], %{{.*}}) ({
+// CHECK-NEXT:    ^bb0(%[[S:.*]]: f32):
+// CHECK-NEXT:      "iree_linalg_ext.yield"(%[[S]]) : (f32) -> ()
+// CHECK-NEXT:    }) {indexing_maps = [#[[QMAP]], #[[KMAP]], #[[VMAP]], #[[SMAP]], #[[MMAP]], #[[OMAP]]]} : (tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, f32, tensor<?x16xi1>, tensor<?x16x2x4xf32>) -> tensor<?x16x2x4xf32>
+// CHECK:         tensor.insert_slice
+// CHECK-COUNT-11: }) {indexing_maps = {{.*}} -> tensor<?x{{[0-9]+}}x2x4xf32>
+// CHECK:         }) {indexing_maps = {{.*}} -> tensor<?x?x2x4xf32>
+// CHECK-NOT:     "iree_linalg_ext.attention"
+func.func @attention(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>,
+                     %v: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
+  %o = ragged.attention %q, %k, %v {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %o : !ragged.tensor<?, [L], 2, 4, f32>
+}
+
+// Causal attention masks with a static [S, S] lower triangle instead.
+// CHECK-LABEL: func.func @causal
+// CHECK:         %[[TRI:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<16x16xi1>)
+// CHECK:           arith.cmpi ule
+// CHECK:         "iree_linalg_ext.attention"({{.*}}, %[[TRI]], %{{.*}}) ({
+func.func @causal(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>,
+                  %v: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
+  %o = ragged.attention %q, %k, %v {scale = 0.5 : f64, causal} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %o : !ragged.tensor<?, [L], 2, 4, f32>
+}
+
+// f64 (and dynamic heads or head size) keep the linalg buckets.
+// CHECK-LABEL: func.func @double
+// CHECK-NOT:     iree_linalg_ext
+// CHECK:         linalg.batch_matmul
+// CHECK-LABEL: func.func @dynamic_heads
+// CHECK-NOT:     iree_linalg_ext
+// CHECK:         linalg.batch_matmul
+func.func @double(%q: !ragged.tensor<?, [L], 2, 4, f64>, %k: !ragged.tensor<?, [L], 2, 4, f64>,
+                  %v: !ragged.tensor<?, [L], 2, 4, f64>) -> !ragged.tensor<?, [L], 2, 4, f64> {
+  %o = ragged.attention %q, %k, %v : !ragged.tensor<?, [L], 2, 4, f64>
+  return %o : !ragged.tensor<?, [L], 2, 4, f64>
+}
+func.func @dynamic_heads(%q: !ragged.tensor<?, [L], ?, 4, f32>, %k: !ragged.tensor<?, [L], ?, 4, f32>,
+                         %v: !ragged.tensor<?, [L], ?, 4, f32>) -> !ragged.tensor<?, [L], ?, 4, f32> {
+  %o = ragged.attention %q, %k, %v : !ragged.tensor<?, [L], ?, 4, f32>
+  return %o : !ragged.tensor<?, [L], ?, 4, f32>
+}
