@@ -672,7 +672,9 @@ def test_attention_lowerings_across_buckets(rng, ragged, lowering, causal):
     k, ks = ragged(rng, lengths, (2, 4), -2, 2)
     v, vs = ragged(rng, lengths, (2, 4))
     out = getattr(module, fname)(q, k, v)
-    ref = [ref_attention_dense(a, c, e, 0.35, causal) for a, c, e in zip(f64(qs), f64(ks), f64(vs), strict=True)]
+    ref = [
+        ref_attention_dense(a, c, e, 0.35, causal) for a, c, e in zip(f64(qs), f64(ks), f64(vs), strict=True)
+    ]
     assert_ragged_close(out, ref, lengths, **EXP_TOL)
 
 
