@@ -61,8 +61,13 @@ _DEFAULT_DEVICE = {
     Target.ROCM: "hip",
 }
 
+_DATA_TILING = "--iree-opt-data-tiling"
+
 _DEFAULT_FLAGS = {
-    Target.LLVM_CPU: ["--iree-llvmcpu-target-cpu=host"],
+    # Data tiling packs GEMM operands into the CPU's tile layout: the dense
+    # projections of an encoder run ~2x faster with it (189 against 83
+    # GFLOP/s on [1478, 384] x [384, 1536], torch's addmm 178).
+    Target.LLVM_CPU: ["--iree-llvmcpu-target-cpu=host", _DATA_TILING],
     Target.CUDA: ["--iree-cuda-target=sm_80"],
     # IREE's default Vulkan profile has no Int64, which ragged kernels use
     # for offsets; desktop GPUs have it.
@@ -77,9 +82,9 @@ class CompileOptions:
     """Options of :func:`compile`.
 
     target: IREE backend (a :class:`Target` or its string). Defaults per
-        target: CPU ``--iree-llvmcpu-target-cpu=host``; CUDA ``sm_80`` PTX
-        (IREE 3.13 cannot target sm_90; Hopper runs sm_80 PTX through the
-        driver); Vulkan ``ampere`` (an Int64-capable profile: pass
+        target: CPU ``--iree-llvmcpu-target-cpu=host`` and
+        ``--iree-opt-data-tiling``; CUDA ``sm_80`` PTX (IREE 3.13 cannot
+        target sm_90; Hopper runs sm_80 PTX through the driver); Vulkan ``ampere`` (an Int64-capable profile: pass
         ``--iree-vulkan-target=rdna3`` etc. in ``iree_flags`` for others);
         ROCm ``gfx942``.
     device: IREE runtime driver; None picks the target's default
@@ -123,9 +128,16 @@ class CompileOptions:
             raise TypeError("iree_flags: expected a list of flags, got a string")
         self.iree_flags = list(self.iree_flags)
 
-    def flags(self) -> list[str]:
+    def flags(self, lowered: str | None = None) -> list[str]:
+        """The iree-compile flags; with the ``lowered`` IR, the defaults drop
+        data tiling where IREE 3.13 cannot apply it: its encodings fail on
+        dynamic batch matmuls ('affine.delinearize_index' op no basis element
+        may be statically non-positive), which the linalg attention buckets
+        use."""
         user = {f.split("=", 1)[0] for f in self.iree_flags}
         defaults = [f for f in _DEFAULT_FLAGS[self.target] if f.split("=", 1)[0] not in user]
+        if lowered is not None and "linalg.batch_matmul" in lowered:
+            defaults = [f for f in defaults if f != _DATA_TILING]
         return defaults + list(self.iree_flags)
 
     @property
@@ -307,9 +319,9 @@ def compile(program, target: Target | str | None = None, options: CompileOptions
         options = replace(options, target=target)
     work = Path(options.work_dir or tempfile.mkdtemp(prefix="ragged-"))
     work.mkdir(parents=True, exist_ok=True)
-    flags = options.flags()
     t0 = time.perf_counter()
-    lowered, (input_text, sigs) = _lower(program, work, options.pipeline, flags)
+    lowered, (input_text, sigs) = _lower(program, work, options.pipeline, options.flags())
+    flags = options.flags(lowered)
     t_lowered = time.perf_counter()
     try:
         import iree.compiler as ireec

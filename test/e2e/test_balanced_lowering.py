@@ -74,3 +74,15 @@ def test_gpu_targets_balance_by_default():
     assert CompileOptions(target="llvm-cpu").pipeline == ragged_mlir.compiler.PIPELINE
     with pytest.raises(ValueError, match="balance_tile: expected >= 0"):
         _ = CompileOptions(balance_tile=-1).pipeline
+
+
+def test_cpu_data_tiling_by_default():
+    """CPU compiles pack GEMM operands (data tiling) unless the lowered IR
+    holds batch matmuls, which IREE 3.13 cannot data-tile; a user's flag
+    always stays."""
+    flag = "--iree-opt-data-tiling"
+    assert flag in CompileOptions().flags()
+    assert flag in CompileOptions().flags("linalg.matmul")
+    assert flag not in CompileOptions().flags("linalg.batch_matmul")
+    assert flag in CompileOptions(iree_flags=[flag]).flags("linalg.batch_matmul")
+    assert flag not in CompileOptions(target="cuda").flags()

@@ -54,7 +54,9 @@ _RAGGED_OPS = {
 class RaggedBackendOptions:
     """Options of the ``ragged`` backend (``torch.compile(..., options={...})``).
 
-    target / device / iree_flags: as :class:`ragged_mlir.CompileOptions`.
+    target / device / iree_flags / balance_tile / attention_buckets /
+    iree_attention: as :class:`ragged_mlir.CompileOptions` (None picks the
+        target's default).
     debug_dir: dump, per graph, the FX graph, the imported and ragged IR, the
         lowered IR and the IREE flags there (also ``RAGGED_DEBUG_DIR``).
     fallback: run a graph eagerly (with a warning) when it cannot be
@@ -64,6 +66,9 @@ class RaggedBackendOptions:
     target: str = "llvm-cpu"
     device: str | None = None
     iree_flags: Sequence[str] = ()
+    balance_tile: int | None = None
+    attention_buckets: int | None = None
+    iree_attention: bool | None = None
     debug_dir: str | None = None
     fallback: bool = True
 
@@ -334,6 +339,9 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBa
         target=options.target,
         device=options.device,
         iree_flags=list(options.iree_flags),
+        balance_tile=options.balance_tile,
+        attention_buckets=options.attention_buckets,
+        iree_attention=options.iree_attention,
         keep_intermediates=bool(work_dir),
         work_dir=str(work_dir) if work_dir else None,
     )
@@ -368,7 +376,8 @@ def _key(gm: torch.fx.GraphModule, example_inputs, options) -> tuple:
         (tuple(str(d) for d in x.shape), str(x.dtype)) if isinstance(x, torch.Tensor) else type(x).__name__
         for x in example_inputs
     )
-    return (gm.code, sig, options.target, options.device, tuple(options.iree_flags))
+    lowering = (options.balance_tile, options.attention_buckets, options.iree_attention)
+    return (gm.code, sig, options.target, options.device, tuple(options.iree_flags), lowering)
 
 
 def _forward_compiler(options: RaggedBackendOptions):
