@@ -76,21 +76,6 @@ ValueRange forLoop(OpBuilder &b, Location loc, Value lo, Value hi,
   return loop.getResults();
 }
 
-/// Reads `tensor[at]` only when `cond` holds, else yields `otherwise`.
-Value guardedExtract(OpBuilder &b, Location loc, Value cond, Value tensor,
-                     ValueRange at, Value otherwise) {
-  auto ifOp = scf::IfOp::create(
-      b, loc, cond,
-      [&](OpBuilder &tb, Location tl) {
-        scf::YieldOp::create(tb, tl,
-                             ValueRange{tensor::ExtractOp::create(tb, tl, tensor, at)});
-      },
-      [&](OpBuilder &eb, Location el) {
-        scf::YieldOp::create(eb, el, otherwise);
-      });
-  return ifOp.getResult(0);
-}
-
 /// Fails the call unless `pred` holds for every element of 1-D `tensor`.
 void assertAll(OpBuilder &b, Location loc, Value tensor, StringRef message,
                function_ref<Value(OpBuilder &, Location, Value)> pred) {
@@ -836,10 +821,8 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
     Type i64 = rewriter.getI64Type();
     auto valuesType = cast<RankedTensorType>(q.values.getType());
     AttnShape shape{op.getCausal(), op.getScale().convertToDouble(), elem,
-                    valuesType.getDimSize(1), valuesType.getDimSize(2),
-                    dimOf(rewriter, loc, q.values, 1), dimOf(rewriter, loc, q.values, 2)};
-    bool useIree = ireeKernel && elem.isF32() && !ShapedType::isDynamic(shape.hStatic) &&
-                   !ShapedType::isDynamic(shape.dStatic);
+                    dimOf(rewriter, loc, q.values, 1)};
+    bool useIree = ireeKernel && elem.isF32() && !valuesType.isDynamicDim(1) && !valuesType.isDynamicDim(2);
     if (!useIree && buckets == 0)
       return rewriter.notifyMatchFailure(op, "exact attention decomposes instead");
 
@@ -957,8 +940,7 @@ private:
     bool causal;
     double scale;
     Type elem;
-    int64_t hStatic, dStatic;
-    Value heads, headDim;
+    Value heads;
   };
 
   /// Where the blocks lie. Host values: counts[k] = n_k, bases[k] = first
@@ -1025,7 +1007,6 @@ private:
     lay.baseTable = table(lay.bases);
     lay.firstTable = table(lay.firsts);
     lay.sizeTable = table(lay.sizes);
-    Value baseTable = lay.baseTable, firstTable = lay.firstTable, sizeTable = lay.sizeTable;
     // Rank of each non-empty item in (bucket, batch) order, and its first
     // slab row: bases[k] + (rank - firsts[k]) * S_k.
     Value rank = parallelGeneric(b, loc, itemInit, {bucketOf}, {id1}, [&](OpBuilder &nb, Location l, ValueRange a) {
@@ -1048,8 +1029,8 @@ private:
       Value bucket = arith::IndexCastOp::create(
           nb, l, nb.getIndexType(), arith::MaxSIOp::create(nb, l, a[0], arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 0)));
       auto at = [&](Value t) { return tensor::ExtractOp::create(nb, l, t, ValueRange{bucket}).getResult(); };
-      Value inBucket = arith::SubIOp::create(nb, l, a[1], at(firstTable));
-      return arith::AddIOp::create(nb, l, at(baseTable), arith::MulIOp::create(nb, l, inBucket, at(sizeTable)));
+      Value inBucket = arith::SubIOp::create(nb, l, a[1], at(lay.firstTable));
+      return arith::AddIOp::create(nb, l, at(lay.baseTable), arith::MulIOp::create(nb, l, inBucket, at(lay.sizeTable)));
     });
     lay.itemAt = parallelGeneric(
         b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {first}), {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
@@ -1068,6 +1049,9 @@ private:
   }
 
   /// The item and row within it of slab row `p` (inside a linalg body).
+  /// Reads the [K] tables rather than the host values: captured scalars
+  /// become push constants, and 13 buckets' worth exceeds IREE's CPU limit
+  /// of 64 per dispatch.
   static std::pair<Value, Value> slabSlot(OpBuilder &b, Location l, const Layout &lay, Value p) {
     Value bucket = constIndex(b, l, 0);
     for (size_t kk = 1; kk < lay.bases.size(); ++kk) {
