@@ -785,17 +785,18 @@ Value structured(OpBuilder &b, Location loc, Value init, ValueRange inputs,
 }
 
 /// Attention by length buckets. Every non-empty item goes to the smallest
-/// bucket that fits it; bucket k holds n_k items padded to S_k rows. One
-/// gather lays q, k and v out as slabs [sum_k n_k S_k, H, d] in which bucket
-/// k's block [n_k, S_k, H, d] is a contiguous slice (rows past an item's
-/// length repeat its last row: they are masked as keys and dropped as
-/// queries), each block runs dense attention into an output slab, and one
-/// gather reads the packed rows back. Two ladders and kernels:
+/// bucket that fits it; bucket k holds n_k items padded to S_k rows. Per
+/// bucket, one gather reads the blocks [n_k, S_k, H, d] of q, k and v from
+/// the packed rows (rows past an item's length repeat its last row: they
+/// are masked as keys and dropped as queries), dense attention runs on
+/// them into an output slab [sum_k n_k S_k, H, d], and one gather reads the
+/// packed rows back. Gathering per bucket, rather than slicing one slab,
+/// spares IREE a copy of every slice. Two ladders and kernels:
 ///
 /// - `buckets` = K dynamic sizes ceil(maxL / 2^(K-1-k)) with upstream linalg
-///   attention (batch matmuls and a masked softmax on [n * H, S, d]), which
-///   any backend takes. Within a bucket (but the first) lengths are within
-///   2x of the padded size.
+///   attention (two contractions over the blocks in place and a masked
+///   softmax), which any backend takes. Within a bucket (but the first)
+///   lengths are within 2x of the padded size.
 /// - `ireeKernel`: the static sizes of `kStaticLadder` (1.5x apart) plus one
 ///   overflow bucket of maxL rows, with IREE's fused
 ///   `iree_linalg_ext.attention` (online softmax, no score blocks) under a
@@ -820,8 +821,7 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
     Type elem = q.type.getElementType();
     Type i64 = rewriter.getI64Type();
     auto valuesType = cast<RankedTensorType>(q.values.getType());
-    AttnShape shape{op.getCausal(), op.getScale().convertToDouble(), elem,
-                    dimOf(rewriter, loc, q.values, 1)};
+    AttnShape shape{op.getCausal(), op.getScale().convertToDouble(), elem};
     bool useIree = ireeKernel && elem.isF32() && !valuesType.isDynamicDim(1) && !valuesType.isDynamicDim(2);
     if (!useIree && buckets == 0)
       return rewriter.notifyMatchFailure(op, "exact attention decomposes instead");
@@ -847,60 +847,54 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
     }
     Layout lay = layout(rewriter, loc, lo, hi, sizes);
 
-    // q, k, v slabs [R, H, d] from one gather, and the key mask [R].
-    Value rowsInit = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {lay.slabRows});
-    Value maskInit = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, rewriter.getI1Type(), {lay.slabRows});
-    auto sourceRows = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{rowsInit.getType(), maskInit.getType()}, ValueRange{},
-        ValueRange{rowsInit, maskInit}, SmallVector<AffineMap>(2, rewriter.getMultiDimIdentityMap(1)),
-        {utils::IteratorType::parallel}, [&](OpBuilder &b, Location l, ValueRange) {
-          auto [item, i] = slabSlot(b, l, lay, linalg::IndexOp::create(b, l, 0));
-          Value start = loadIndex(b, l, lo, item);
-          Value len = arith::SubIOp::create(b, l, loadIndex(b, l, hi, item), start);
-          Value last = arith::SubIOp::create(b, l, len, constIndex(b, l, 1));
-          Value row = arith::AddIOp::create(b, l, start, arith::MinUIOp::create(b, l, i, last));
-          Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, len);
-          linalg::YieldOp::create(b, l, ValueRange{arith::IndexCastOp::create(b, l, b.getI64Type(), row), valid});
-        });
-    Value srcRow = sourceRows.getResult(0), keyMask = sourceRows.getResult(1);
-    Value slabInit = emptyRows(rewriter, loc, lay.slabRows, q.values);
-    AffineMap rowOf3 = AffineMap::get(3, 0, getAffineDimExpr(0, ctx));
-    auto slabs = linalg::GenericOp::create(
-        rewriter, loc, TypeRange(SmallVector<Type>(3, slabInit.getType())), ValueRange{srcRow},
-        ValueRange{slabInit, slabInit, slabInit},
-        {rowOf3, rewriter.getMultiDimIdentityMap(3), rewriter.getMultiDimIdentityMap(3),
-         rewriter.getMultiDimIdentityMap(3)},
-        SmallVector<utils::IteratorType>(3, utils::IteratorType::parallel),
-        [&](OpBuilder &b, Location l, ValueRange a) {
-          Value row = arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
-          Value h = linalg::IndexOp::create(b, l, 1), e = linalg::IndexOp::create(b, l, 2);
-          SmallVector<Value> read;
-          for (Value source : {q.values, k, v})
-            read.push_back(tensor::ExtractOp::create(b, l, source, ValueRange{row, h, e}));
-          linalg::YieldOp::create(b, l, read);
-        });
-
-    // Each bucket's block: a slice of the slabs, attention, and back into
-    // the output slab.
-    Value outSlab = slabInit;
+    // Each bucket's blocks [n, S, H, d] of q, k and v come from one gather
+    // of the packed rows (rows past an item's length repeat its last row:
+    // they are masked as keys and dropped as queries), attention runs on
+    // them, and its output goes into the output slab [R, H, d] at the
+    // bucket's base.
+    auto valuesShape = valuesType.getShape();
+    Value outSlab = emptyRows(rewriter, loc, lay.slabRows, q.values);
     for (size_t kk = 0; kk < sizes.size(); ++kk) {
-      Value blockRows = arith::MulIOp::create(rewriter, loc, lay.counts[kk], sizes[kk]);
-      auto block = [&](Value slab) -> Value {
-        Value rows = rowSlice(rewriter, loc, slab, lay.bases[kk], blockRows);
-        auto type = cast<RankedTensorType>(rows.getType());
-        SmallVector<int64_t> shape4{ShapedType::kDynamic, staticSizes[kk], type.getDimSize(1), type.getDimSize(2)};
-        SmallVector<OpFoldResult> sizes4{lay.counts[kk], getAsOpFoldResult(sizes[kk]), tensor::getMixedSize(rewriter, loc, rows, 1),
-                                         tensor::getMixedSize(rewriter, loc, rows, 2)};
-        return tensor::ExpandShapeOp::create(rewriter, loc, RankedTensorType::get(shape4, type.getElementType()),
-                                             rows, SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}}, sizes4)
-            .getResult();
+      SmallVector<int64_t> shape4{ShapedType::kDynamic, staticSizes[kk], valuesShape[1], valuesShape[2]};
+      SmallVector<Value> dyn4{lay.counts[kk]};
+      if (ShapedType::isDynamic(staticSizes[kk]))
+        dyn4.push_back(sizes[kk]);
+      for (int64_t i : {1, 2})
+        if (valuesType.isDynamicDim(i))
+          dyn4.push_back(dimOf(rewriter, loc, q.values, i));
+      Value blockInit = emptyTensor(rewriter, loc, shape4, elem, dyn4);
+      // The item in slot `slot` of this bucket, the row `i` of it that the
+      // block reads, and whether `i` lies inside the item.
+      Value first = lay.firsts[kk];
+      auto slotRow = [&](OpBuilder &b, Location l, Value slot, Value i) {
+        Value item = loadIndex(b, l, lay.itemAt, ValueRange{arith::AddIOp::create(b, l, first, slot)});
+        Value start = loadIndex(b, l, lo, item);
+        Value len = arith::SubIOp::create(b, l, loadIndex(b, l, hi, item), start);
+        Value last = arith::SubIOp::create(b, l, len, constIndex(b, l, 1));
+        Value row = arith::AddIOp::create(b, l, start, arith::MinUIOp::create(b, l, i, last));
+        Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, len);
+        return std::make_pair(row, valid);
       };
-      Value maskRows = rowSlice(rewriter, loc, keyMask, lay.bases[kk], blockRows);
-      Value mask = tensor::ExpandShapeOp::create(
-          rewriter, loc, RankedTensorType::get({ShapedType::kDynamic, staticSizes[kk]}, rewriter.getI1Type()),
-          maskRows, SmallVector<ReassociationIndices>{{0, 1}},
-          SmallVector<OpFoldResult>{lay.counts[kk], getAsOpFoldResult(sizes[kk])});
-      Value qb = block(slabs.getResult(0)), kb = block(slabs.getResult(1)), vb = block(slabs.getResult(2));
+      auto blocks = linalg::GenericOp::create(
+          rewriter, loc, TypeRange(SmallVector<Type>(3, blockInit.getType())), ValueRange{},
+          ValueRange{blockInit, blockInit, blockInit}, SmallVector<AffineMap>(3, rewriter.getMultiDimIdentityMap(4)),
+          SmallVector<utils::IteratorType>(4, utils::IteratorType::parallel), [&](OpBuilder &b, Location l, ValueRange) {
+            Value row = slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1)).first;
+            Value h = linalg::IndexOp::create(b, l, 2), e = linalg::IndexOp::create(b, l, 3);
+            SmallVector<Value> read;
+            for (Value source : {q.values, k, v})
+              read.push_back(tensor::ExtractOp::create(b, l, source, ValueRange{row, h, e}));
+            linalg::YieldOp::create(b, l, read);
+          });
+      SmallVector<Value> dyn2{lay.counts[kk]};
+      if (ShapedType::isDynamic(staticSizes[kk]))
+        dyn2.push_back(sizes[kk]);
+      Value mask = parallelGeneric(
+          rewriter, loc, emptyTensor(rewriter, loc, {ShapedType::kDynamic, staticSizes[kk]}, rewriter.getI1Type(), dyn2),
+          {}, {}, [&](OpBuilder &b, Location l, ValueRange) {
+            return slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1)).second;
+          });
+      Value qb = blocks.getResult(0), kb = blocks.getResult(1), vb = blocks.getResult(2);
       Value out = useIree ? ireeAttention(rewriter, loc, qb, kb, vb, mask, shape)
                           : linalgAttention(rewriter, loc, qb, kb, vb, mask, shape);
       Value flat = tensor::CollapseShapeOp::create(rewriter, loc, out,
@@ -923,9 +917,9 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
           return arith::IndexCastOp::create(b, l, b.getI64Type(), at);
         });
     Value out = parallelGeneric(
-        rewriter, loc, emptyLike(rewriter, loc, q.values), {slabRow}, {rowOf3},
-        [&](OpBuilder &b, Location l, ValueRange a) {
-          Value row = arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
+        rewriter, loc, emptyLike(rewriter, loc, q.values), {}, {},
+        [&](OpBuilder &b, Location l, ValueRange) {
+          Value row = loadIndex(b, l, slabRow, ValueRange{linalg::IndexOp::create(b, l, 0)});
           return tensor::ExtractOp::create(
                      b, l, outSlab, ValueRange{row, linalg::IndexOp::create(b, l, 1), linalg::IndexOp::create(b, l, 2)})
               .getResult();
@@ -940,18 +934,19 @@ private:
     bool causal;
     double scale;
     Type elem;
-    Value heads;
   };
 
   /// Where the blocks lie. Host values: counts[k] = n_k, bases[k] = first
-  /// slab row of bucket k (sum over j < k of n_j S_j), firsts[k] = sum over
-  /// j < k of n_j, sizes[k] = S_k, slabRows. Device tensors: itemAt[j], the
-  /// j-th non-empty item in (bucket, batch) order, and slabStart[b], the
-  /// first slab row of item b.
+  /// output-slab row of bucket k (sum over j < k of n_j S_j), firsts[k] =
+  /// sum over j < k of n_j, sizes[k] = S_k, slabRows. Device tensors:
+  /// itemAt[j], the j-th non-empty item in (bucket, batch) order, and
+  /// slabStart[b], the first output-slab row of item b.
   struct Layout {
     SmallVector<Value> counts, bases, firsts, sizes;
     Value slabRows, itemAt, slabStart;
-    /// bases, firsts and sizes as [K] i64 tensors.
+    /// bases, firsts and sizes as [K] i64 tensors. slabStart reads them
+    /// rather than the host values: captured scalars become push constants,
+    /// and 13 buckets' worth exceeds IREE's CPU limit of 64 per dispatch.
     Value baseTable, firstTable, sizeTable;
   };
 
@@ -1048,39 +1043,6 @@ private:
     return lay;
   }
 
-  /// The item and row within it of slab row `p` (inside a linalg body).
-  /// Reads the [K] tables rather than the host values: captured scalars
-  /// become push constants, and 13 buckets' worth exceeds IREE's CPU limit
-  /// of 64 per dispatch.
-  static std::pair<Value, Value> slabSlot(OpBuilder &b, Location l, const Layout &lay, Value p) {
-    Value bucket = constIndex(b, l, 0);
-    for (size_t kk = 1; kk < lay.bases.size(); ++kk) {
-      Value start = loadIndex(b, l, lay.baseTable, constIndex(b, l, kk));
-      Value past = arith::CmpIOp::create(b, l, arith::CmpIPredicate::uge, p, start);
-      bucket = arith::SelectOp::create(b, l, past, constIndex(b, l, kk), bucket);
-    }
-    Value base = loadIndex(b, l, lay.baseTable, bucket);
-    Value first = loadIndex(b, l, lay.firstTable, bucket);
-    // Never 0, even in the masked-off lanes of a vectorised tail, where
-    // the loads yield 0 and the division would trap.
-    Value size = arith::MaxUIOp::create(b, l, loadIndex(b, l, lay.sizeTable, bucket), constIndex(b, l, 1));
-    Value offset = arith::SubIOp::create(b, l, p, base);
-    Value m = arith::DivUIOp::create(b, l, offset, size);
-    Value i = arith::SubIOp::create(b, l, offset, arith::MulIOp::create(b, l, m, size));
-    Value item = loadIndex(b, l, lay.itemAt, Value(arith::AddIOp::create(b, l, first, m)));
-    return {item, i};
-  }
-
-  /// Rows [start, start + count) of `slab` (first dim).
-  static Value rowSlice(OpBuilder &b, Location loc, Value slab, Value start, Value count) {
-    auto type = cast<RankedTensorType>(slab.getType());
-    SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0)), strides(type.getRank(), b.getIndexAttr(1));
-    SmallVector<OpFoldResult> extent = tensor::getMixedSizes(b, loc, slab);
-    offsets[0] = start;
-    extent[0] = count;
-    return tensor::ExtractSliceOp::create(b, loc, slab, offsets, extent, strides);
-  }
-
   /// IREE's fused attention over [n, S, H, d] blocks. The i1 mask admits
   /// the keys inside the item ([n, S]) or, when causal, the keys at or
   /// before the query ([S, S]: a valid query never reaches a padded key).
@@ -1130,96 +1092,87 @@ private:
     return b.create(state)->getResult(0);
   }
 
-  /// Upstream linalg attention over [n, S, H, d] blocks: transposed to
-  /// [n, H, S, d] and viewed as [n * H, S, d] for named batch matmuls;
-  /// scores are materialised, masked keys get -inf.
+  /// Upstream linalg attention over [n, S, H, d] blocks, read in place:
+  /// the two contractions index the blocks through their maps (batch dims
+  /// item and head), so no transposes are materialised, and having two
+  /// batch dims they stay plain contractions, which IREE tiles for the CPU
+  /// without data tiling (it data-tiles only single-batch contractions).
+  /// Scores [n, H, S, S] are materialised; masked keys get -inf.
   static Value linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
                                Value keyMask, const AttnShape &blk) {
     MLIRContext *ctx = b.getContext();
     int64_t dyn = ShapedType::kDynamic;
     Type elem = blk.elem;
-    bool causal = blk.causal;
-    double scale = blk.scale;
-    Value heads = blk.heads;
-    Value size = dimOf(b, loc, qBlock, 1);
-    SmallVector<int64_t> swap{0, 2, 1, 3};
-    auto headsFirst = [&](Value block) -> Value {
-      auto type = cast<RankedTensorType>(block.getType());
-      SmallVector<OpFoldResult> sizes = applyPermutation(tensor::getMixedSizes(b, loc, block), swap);
-      Value init = tensor::EmptyOp::create(b, loc, sizes, type.getElementType());
-      return linalg::TransposeOp::create(b, loc, block, init, swap).getResult()[0];
-    };
-    SmallVector<ReassociationIndices> toBatch{{0, 1}, {2}, {3}};
-    auto flatten = [&](Value block) -> Value {
-      return tensor::CollapseShapeOp::create(b, loc, headsFirst(block), toBatch);
-    };
-    Value qb = flatten(qBlock), kb = flatten(kBlock), vb = flatten(vBlock);
-    Value pairs = dimOf(b, loc, qb, 0);
-    // The key mask per (item, head) pair: [n * H, S].
-    Value pairMask = parallelGeneric(
-        b, loc, emptyTensor(b, loc, {dyn, dyn}, b.getI1Type(), {pairs, size}), {}, {},
-        [&](OpBuilder &nb, Location l, ValueRange) {
-          Value item = arith::DivUIOp::create(nb, l, linalg::IndexOp::create(nb, l, 0), heads);
-          return tensor::ExtractOp::create(nb, l, keyMask, ValueRange{item, linalg::IndexOp::create(nb, l, 1)})
-              .getResult();
-        });
+    auto blockType = cast<RankedTensorType>(qBlock.getType());
+    int64_t sStatic = blockType.getDimSize(1), hStatic = blockType.getDimSize(2);
+    Value items = dimOf(b, loc, qBlock, 0), size = dimOf(b, loc, qBlock, 1);
     auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
     auto par = utils::IteratorType::parallel, red = utils::IteratorType::reduction;
+    auto dynOf = [&](ArrayRef<int64_t> shape, ArrayRef<Value> values) {
+      SmallVector<Value> out;
+      for (auto [extent, value] : llvm::zip(shape, values))
+        if (ShapedType::isDynamic(extent))
+          out.push_back(value);
+      return out;
+    };
     Value zero = floatConst(b, loc, elem, 0.0);
-    // scores [nH, S, S] = q k^T: a named batch matmul.
-    auto sType = RankedTensorType::get({dyn, dyn, dyn}, elem);
-    Value sInit = linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, sType.getShape(), elem, {pairs, size, size}))
-                      .getResult(0);
-    Value scores =
-        linalg::BatchMatmulTransposeBOp::create(b, loc, TypeRange{sType}, ValueRange{qb, kb}, ValueRange{sInit})
-            .getResult(0);
-    // Masked, scaled logits: keys past the item's length (and the future,
-    // when causal) get -inf.
     Value ninf = floatConst(b, loc, elem, -std::numeric_limits<double>::infinity());
+    // Loops (b, h, m, j, e): item, head, query, key, head column.
+    auto map5 = [&](ArrayRef<AffineExpr> r) { return AffineMap::get(5, 0, r, ctx); };
+    AffineMap rowsOf = map5({d(0), d(2), d(1), d(4)}), keysOf = map5({d(0), d(3), d(1), d(4)});
+    AffineMap pairOf = map5({d(0), d(1), d(2), d(3)});
+    auto mulAdd = [&](OpBuilder &nb, Location l, ValueRange a) {
+      return arith::AddFOp::create(nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1])).getResult();
+    };
+    // scores[b, h, m, j] = sum_e q[b, m, h, e] k[b, j, h, e].
+    SmallVector<int64_t> sShape{dyn, hStatic, sStatic, sStatic};
+    Value heads = dimOf(b, loc, qBlock, 2);
+    Value sEmpty = emptyTensor(b, loc, sShape, elem, dynOf(sShape, {items, heads, size, size}));
+    Value sInit = linalg::FillOp::create(b, loc, zero, sEmpty).getResult(0);
+    Value scores = structured(b, loc, sInit, {qBlock, kBlock}, {rowsOf, keysOf, pairOf}, {par, par, par, par, red},
+                              mulAdd);
+    // Masked, scaled logits: keys past the item's length (and the future,
+    // when causal) get -inf. Loops (b, h, i, j).
     auto logit = [&](OpBuilder &nb, Location l, Value s, Value ok) {
-      Value i = linalg::IndexOp::create(nb, l, 1), j = linalg::IndexOp::create(nb, l, 2);
-      if (causal)
-        ok = arith::AndIOp::create(nb, l, ok, arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, j, i));
-      Value scaled = arith::MulFOp::create(nb, l, s, floatConst(nb, l, elem, scale));
+      if (blk.causal)
+        ok = arith::AndIOp::create(nb, l, ok,
+                                   arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, linalg::IndexOp::create(nb, l, 3),
+                                                         linalg::IndexOp::create(nb, l, 2)));
+      Value scaled = arith::MulFOp::create(nb, l, s, floatConst(nb, l, elem, blk.scale));
       return arith::SelectOp::create(nb, l, ok, scaled, ninf).getResult();
     };
-    auto rType = RankedTensorType::get({dyn, dyn}, elem);
-    AffineMap all3 = b.getMultiDimIdentityMap(3);
-    AffineMap row3 = AffineMap::get(3, 0, {d(0), d(1)}, ctx);
-    AffineMap keyOf3 = AffineMap::get(3, 0, {d(0), d(2)}, ctx);
-    Value maxInit =
-        linalg::FillOp::create(b, loc, ninf, emptyTensor(b, loc, rType.getShape(), elem, {pairs, size})).getResult(0);
-    Value maxima = structured(b, loc, maxInit, {scores, pairMask}, {all3, keyOf3, row3}, {par, par, red},
+    AffineMap all4 = b.getMultiDimIdentityMap(4);
+    AffineMap row4 = AffineMap::get(4, 0, {d(0), d(1), d(2)}, ctx);
+    AffineMap key4 = AffineMap::get(4, 0, {d(0), d(3)}, ctx);
+    SmallVector<int64_t> rShape{dyn, hStatic, sStatic};
+    SmallVector<Value> rDyn = dynOf(rShape, {items, heads, size});
+    Value maxInit = linalg::FillOp::create(b, loc, ninf, emptyTensor(b, loc, rShape, elem, rDyn)).getResult(0);
+    Value maxima = structured(b, loc, maxInit, {scores, keyMask}, {all4, key4, row4}, {par, par, par, red},
                               [&](OpBuilder &nb, Location l, ValueRange a) {
                                 return arith::MaximumFOp::create(nb, l, a[2], logit(nb, l, a[0], a[1]));
                               });
-    Value sumInit =
-        linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, rType.getShape(), elem, {pairs, size})).getResult(0);
-    Value sums = structured(b, loc, sumInit, {scores, pairMask, maxima}, {all3, keyOf3, row3, row3}, {par, par, red},
-                            [&](OpBuilder &nb, Location l, ValueRange a) {
-                              Value e = math::ExpOp::create(
-                                  nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]));
-                              return arith::AddFOp::create(nb, l, a[3], e);
-                            });
-    Value weights = structured(b, loc, emptyTensor(b, loc, sType.getShape(), elem, {pairs, size, size}),
-                               {scores, pairMask, maxima, sums}, {all3, keyOf3, row3, row3, all3}, {par, par, par},
-                               [&](OpBuilder &nb, Location l, ValueRange a) {
-                                 Value e = math::ExpOp::create(
-                                     nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]));
-                                 return arith::DivFOp::create(nb, l, e, a[3]);
+    Value weights = structured(b, loc, sEmpty, {scores, keyMask, maxima}, {all4, key4, row4, all4},
+                               {par, par, par, par}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                                 return math::ExpOp::create(
+                                            nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]))
+                                     .getResult();
                                });
-    // out [nH, S, d] = weights v, then back to [n, S, H, d].
-    Value oInit = linalg::FillOp::create(b, loc, zero, emptyLike(b, loc, qb)).getResult(0);
-    Value out = linalg::BatchMatmulOp::create(b, loc, TypeRange{oInit.getType()}, ValueRange{weights, vb},
-                                              ValueRange{oInit})
-                    .getResult(0);
-    auto qType = cast<RankedTensorType>(qBlock.getType());
-    SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(b, loc, qBlock);
-    SmallVector<int64_t> hsShape = applyPermutation(qType.getShape(), swap);
-    Value expanded = tensor::ExpandShapeOp::create(b, loc, RankedTensorType::get(hsShape, elem), out, toBatch,
-                                                   applyPermutation(qSizes, swap))
-                         .getResult();
-    return linalg::TransposeOp::create(b, loc, expanded, emptyLike(b, loc, qBlock), swap).getResult()[0];
+    Value sumInit = linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, rShape, elem, rDyn)).getResult(0);
+    Value sums = structured(b, loc, sumInit, {weights}, {all4, row4}, {par, par, par, red},
+                            [&](OpBuilder &nb, Location l, ValueRange a) {
+                              return arith::AddFOp::create(nb, l, a[1], a[0]).getResult();
+                            });
+    // out[b, m, h, e] = sum_j weights[b, h, m, j] v[b, j, h, e] / sums[b, h, m].
+    // Loops (b, h, m, e, j): the reduction innermost.
+    Value oInit = linalg::FillOp::create(b, loc, zero, emptyLike(b, loc, qBlock)).getResult(0);
+    Value out = structured(b, loc, oInit, {weights, vBlock},
+                           {map5({d(0), d(1), d(2), d(4)}), map5({d(0), d(4), d(1), d(3)}), map5({d(0), d(2), d(1), d(3)})},
+                           {par, par, par, par, red}, mulAdd);
+    AffineMap sumOf = AffineMap::get(4, 0, {d(0), d(2), d(1)}, ctx);
+    return parallelGeneric(b, loc, emptyLike(b, loc, qBlock), {out, sums}, {all4, sumOf},
+                           [&](OpBuilder &nb, Location l, ValueRange a) {
+                             return arith::DivFOp::create(nb, l, a[0], a[1]).getResult();
+                           });
   }
 
   int64_t buckets;

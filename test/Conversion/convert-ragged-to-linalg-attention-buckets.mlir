@@ -2,13 +2,21 @@
 
 // Attention by length buckets: bucket sizes ceil(maxL / 4), ceil(maxL / 2),
 // maxL; each item's bucket and the bucket counts (read on the host: they
-// size the blocks); each item's rank and first slab row, and the item at each
-// rank; one generic computing every slab row's source row and key mask, one
-// gather of q, k and v into slabs; then per bucket its [n, S, H, d] slice
-// transposed to [n, H, S, d] for the scores' transposed batch matmul, the
-// masked max, sum and normalisation over the keys, the weights x values batch
-// matmul, and the transpose back into the output slab; finally each packed
-// row is read back from the output slab.
+// size the blocks); each item's rank and first output-slab row, and the item
+// at each rank. Then per bucket: one gather of its [n, S, H, d] blocks of q,
+// k and v and its [n, S] key mask; the scores [n, H, S, S] as a contraction
+// reading the blocks in place (loops item, head, query, key, head column);
+// the masked max, exp and sum over the keys; weights x values as a second
+// contraction back to [n, S, H, d] (the key loop innermost); the
+// normalisation; the insert into the output slab. Finally each packed row is
+// read back from the output slab, its slab row read with tensor.extract (an
+// input would let IREE fuse the row search into every element).
+// CHECK-DAG:   #[[Q5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1, d4)>
+// CHECK-DAG:   #[[K5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d1, d4)>
+// CHECK-DAG:   #[[S5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+// CHECK-DAG:   #[[W5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+// CHECK-DAG:   #[[V5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d1, d3)>
+// CHECK-DAG:   #[[O5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1, d3)>
 // CHECK-LABEL: func.func @attention
 // CHECK-COUNT-3: arith.ceildivui
 // CHECK:         %[[BUCKET:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]}
@@ -19,19 +27,27 @@
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel"]} ins(%[[BUCKET]], %[[RANK]]
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel"]} outs
 // CHECK:           scf.for
-// CHECK:         %[[ROWS:.*]]:2 = linalg.generic {{.*}}iterator_types = ["parallel"]} outs({{.*}} : tensor<?xi64>, tensor<?xi1>)
-// CHECK:         %[[SLABS:.*]]:3 = linalg.generic {{.*}}ins(%[[ROWS]]#0 : tensor<?xi64>) outs({{.*}} : tensor<?x2x4xf32>, tensor<?x2x4xf32>, tensor<?x2x4xf32>)
-// CHECK-COUNT-3: tensor.extract
-// CHECK:         tensor.expand_shape {{.*}} {{\[}}[0, 1]] {{.*}} : tensor<?xi1> into tensor<?x?xi1>
-// CHECK:         linalg.transpose ins({{.*}} : tensor<?x?x2x4xf32>) outs({{.*}} : tensor<?x2x?x4xf32>) permutation = [0, 2, 1, 3]
-// CHECK:         linalg.batch_matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins({{.*}} : tensor<?x?x4xf32>, tensor<?x?x4xf32>) outs({{.*}} : tensor<?x?x?xf32>)
-// CHECK-COUNT-3: iterator_types = ["parallel", "parallel", {{.*}}"]} ins({{.*}}) outs({{.*}} : tensor<?x?x{{.*}}xf32>)
-// CHECK:         linalg.batch_matmul ins({{.*}} : tensor<?x?x?xf32>, tensor<?x?x4xf32>)
-// CHECK:         linalg.transpose ins({{.*}} : tensor<?x2x?x4xf32>) outs({{.*}} : tensor<?x?x2x4xf32>) permutation = [0, 2, 1, 3]
+// CHECK:         %[[BLOCKS:.*]]:3 = linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>)
+// CHECK:         %[[MASK:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x?xi1>)
+// CHECK:         %[[SCORES:.*]] = linalg.generic {indexing_maps = [#[[Q5]], #[[K5]], #[[S5]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[BLOCKS]]#0, %[[BLOCKS]]#1 : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>) outs({{.*}} : tensor<?x2x?x?xf32>)
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[SCORES]], %[[MASK]] : tensor<?x2x?x?xf32>, tensor<?x?xi1>)
+// CHECK:           arith.cmpi ule
+// CHECK:           arith.maximumf
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[SCORES]], %[[MASK]]
+// CHECK:           math.exp
+// CHECK:         %[[SUMS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[W]] : tensor<?x2x?x?xf32>)
+// CHECK:         %[[OUT:.*]] = linalg.generic {indexing_maps = [#[[W5]], #[[V5]], #[[O5]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[W]], %[[BLOCKS]]#2 : tensor<?x2x?x?xf32>, tensor<?x?x2x4xf32>) outs({{.*}} : tensor<?x?x2x4xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[OUT]], %[[SUMS]] : tensor<?x?x2x4xf32>, tensor<?x2x?xf32>)
+// CHECK:           arith.divf
+// CHECK:         tensor.collapse_shape
 // CHECK:         tensor.insert_slice
+// CHECK-COUNT-2: tensor.insert_slice
 // CHECK:         %[[SLABROW:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]}
 // CHECK:           scf.while
-// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[SLABROW]] : tensor<?xi64>)
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel"]} outs(
+// CHECK:           tensor.extract %[[SLABROW]]
+// CHECK-NOT:     linalg.transpose
+// CHECK-NOT:     linalg.batch_matmul
 func.func @attention(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>,
                      %v: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
   %o = ragged.attention %q, %k, %v {scale = 0.5 : f64, causal} : !ragged.tensor<?, [L], 2, 4, f32>

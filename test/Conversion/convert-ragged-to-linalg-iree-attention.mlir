@@ -5,9 +5,10 @@
 
 // With iree-attention, f32 attention with static heads and head size runs on
 // the static ladder (12 sizes, 16 to 1024, and an overflow bucket of maxL
-// rows): bucket counts over 13 buckets, slabs as with attention-buckets, and
-// per bucket one iree_linalg_ext.attention in generic form on a static-S
-// [n, S, H, d] block under a [n, S] key mask, written into the output slab.
+// rows): bucket counts over 13 buckets, and per bucket a gather of static-S
+// [n, S, H, d] blocks and a [n, S] key mask, as with attention-buckets, and
+// one iree_linalg_ext.attention in generic form on them, written into the
+// output slab.
 // Loops (batch, head, query, value column, head column, key).
 // CHECK-DAG: #[[QMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4)>
 // CHECK-DAG: #[[KMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d4)>
@@ -17,14 +18,10 @@
 // CHECK-DAG: #[[OMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d3)>
 // CHECK-LABEL: func.func @attention
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins({{.*}} : tensor<?xi64>) outs({{.*}} : tensor<13xi64>)
-// CHECK:         %[[ROWS:.*]]:2 = linalg.generic {{.*}}outs({{.*}} : tensor<?xi64>, tensor<?xi1>)
-// CHECK:         %[[SLABS:.*]]:3 = linalg.generic {{.*}}ins(%[[ROWS]]#0 : tensor<?xi64>)
-// CHECK:         %[[MASK:.*]] = tensor.expand_shape {{.*}} : tensor<?xi1> into tensor<?x16xi1>
-// CHECK:         %[[Q:.*]] = tensor.expand_shape {{.*}} : tensor<?x2x4xf32> into tensor<?x16x2x4xf32>
-// CHECK:         %[[K:.*]] = tensor.expand_shape {{.*}} : tensor<?x2x4xf32> into tensor<?x16x2x4xf32>
-// CHECK:         %[[V:.*]] = tensor.expand_shape {{.*}} : tensor<?x2x4xf32> into tensor<?x16x2x4xf32>
+// CHECK:         %[[BLOCKS:.*]]:3 = linalg.generic {{.*}}outs({{.*}} : tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>)
+// CHECK:         %[[MASK:.*]] = linalg.generic {{.*}}outs({{.*}} : tensor<?x16xi1>)
 // CHECK:         %[[SCALE:.*]] = arith.constant 5.000000e-01 : f32
-// CHECK:         "iree_linalg_ext.attention"(%[[Q]], %[[K]], %[[V]], %[[SCALE]], %[[MASK]], %{{.*}}) ({
+// CHECK:         "iree_linalg_ext.attention"(%[[BLOCKS]]#0, %[[BLOCKS]]#1, %[[BLOCKS]]#2, %[[SCALE]], %[[MASK]], %{{.*}}) ({
 // CHECK-NEXT:    ^bb0(%[[S:.*]]: f32):
 // CHECK-NEXT:      "iree_linalg_ext.yield"(%[[S]]) : (f32) -> ()
 // CHECK-NEXT:    }) {indexing_maps = [#[[QMAP]], #[[KMAP]], #[[VMAP]], #[[SMAP]], #[[MMAP]], #[[OMAP]]]} : (tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, f32, tensor<?x16xi1>, tensor<?x16x2x4xf32>) -> tensor<?x16x2x4xf32>
@@ -52,10 +49,10 @@ func.func @causal(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [
 // f64 (and dynamic heads or head size) keep the linalg buckets.
 // CHECK-LABEL: func.func @double
 // CHECK-NOT:     iree_linalg_ext
-// CHECK:         linalg.batch_matmul
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} {{.*}} outs({{.*}} : tensor<?x2x?x?xf64>)
 // CHECK-LABEL: func.func @dynamic_heads
 // CHECK-NOT:     iree_linalg_ext
-// CHECK:         linalg.batch_matmul
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} {{.*}} outs({{.*}} : tensor<?x?x?x?xf32>)
 func.func @double(%q: !ragged.tensor<?, [L], 2, 4, f64>, %k: !ragged.tensor<?, [L], 2, 4, f64>,
                   %v: !ragged.tensor<?, [L], 2, 4, f64>) -> !ragged.tensor<?, [L], 2, 4, f64> {
   %o = ragged.attention %q, %k, %v : !ragged.tensor<?, [L], 2, 4, f64>
