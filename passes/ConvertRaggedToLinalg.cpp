@@ -73,13 +73,15 @@ struct ConvertRaggedToLinalgPass
     if (ireeAttention) {
       if (!ctx->allowsUnregisteredDialects()) {
         emitError(getOperation().getLoc())
-            << "iree-attention emits iree_linalg_ext.attention, which this "
-               "context does not know: allow unregistered dialects "
+            << "iree-attention emits iree_linalg_ext.attention and "
+               "iree_linalg_ext.gather, which this context does not know: "
+               "allow unregistered dialects "
                "(ragged-opt --allow-unregistered-dialect)";
         return signalPassFailure();
       }
       target.addLegalOp(OperationName("iree_linalg_ext.attention", ctx));
       target.addLegalOp(OperationName("iree_linalg_ext.yield", ctx));
+      target.addLegalOp(OperationName("iree_linalg_ext.gather", ctx));
     }
 
     RewritePatternSet patterns(ctx);

@@ -875,26 +875,59 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
         Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, len);
         return std::make_pair(row, valid);
       };
-      auto blocks = linalg::GenericOp::create(
-          rewriter, loc, TypeRange(SmallVector<Type>(3, blockInit.getType())), ValueRange{},
-          ValueRange{blockInit, blockInit, blockInit}, SmallVector<AffineMap>(3, rewriter.getMultiDimIdentityMap(4)),
-          SmallVector<utils::IteratorType>(4, utils::IteratorType::parallel), [&](OpBuilder &b, Location l, ValueRange) {
-            Value row = slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1)).first;
-            Value h = linalg::IndexOp::create(b, l, 2), e = linalg::IndexOp::create(b, l, 3);
-            SmallVector<Value> read;
-            for (Value source : {q.values, k, v})
-              read.push_back(tensor::ExtractOp::create(b, l, source, ValueRange{row, h, e}));
-            linalg::YieldOp::create(b, l, read);
-          });
       SmallVector<Value> dyn2{lay.counts[kk]};
       if (ShapedType::isDynamic(staticSizes[kk]))
         dyn2.push_back(sizes[kk]);
-      Value mask = parallelGeneric(
-          rewriter, loc, emptyTensor(rewriter, loc, {ShapedType::kDynamic, staticSizes[kk]}, rewriter.getI1Type(), dyn2),
-          {}, {}, [&](OpBuilder &b, Location l, ValueRange) {
-            return slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1)).second;
-          });
-      Value qb = blocks.getResult(0), kb = blocks.getResult(1), vb = blocks.getResult(2);
+      auto slotInit = [&](Type type) {
+        return emptyTensor(rewriter, loc, {ShapedType::kDynamic, staticSizes[kk]}, type, dyn2);
+      };
+      Value qb, kb, vb, mask;
+      if (useIree) {
+        // The source row and key mask of every slot [n, S], then IREE's
+        // row gathers: IREE flattens a linalg.generic gather to one loop
+        // over elements, with index arithmetic and a scalar load for each.
+        auto table = linalg::GenericOp::create(
+            rewriter, loc, TypeRange{slotInit(i64).getType(), slotInit(rewriter.getI1Type()).getType()}, ValueRange{},
+            ValueRange{slotInit(i64), slotInit(rewriter.getI1Type())},
+            SmallVector<AffineMap>(2, rewriter.getMultiDimIdentityMap(2)),
+            SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
+            [&](OpBuilder &b, Location l, ValueRange) {
+              auto [row, valid] = slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1));
+              linalg::YieldOp::create(b, l, ValueRange{arith::IndexCastOp::create(b, l, b.getI64Type(), row), valid});
+            });
+        mask = table.getResult(1);
+        Value slots = tensor::CollapseShapeOp::create(rewriter, loc, table.getResult(0),
+                                                      SmallVector<ReassociationIndices>{{0, 1}});
+        SmallVector<OpFoldResult> sizes4{lay.counts[kk], getAsOpFoldResult(sizes[kk]),
+                                         tensor::getMixedSize(rewriter, loc, q.values, 1),
+                                         tensor::getMixedSize(rewriter, loc, q.values, 2)};
+        auto block = [&](Value source) -> Value {
+          return tensor::ExpandShapeOp::create(rewriter, loc, blockInit.getType(), ireeGather(rewriter, loc, source, slots),
+                                               SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}}, sizes4)
+              .getResult();
+        };
+        qb = block(q.values), kb = block(k), vb = block(v);
+      } else {
+        auto blocks = linalg::GenericOp::create(
+            rewriter, loc, TypeRange(SmallVector<Type>(3, blockInit.getType())), ValueRange{},
+            ValueRange{blockInit, blockInit, blockInit}, SmallVector<AffineMap>(3, rewriter.getMultiDimIdentityMap(4)),
+            SmallVector<utils::IteratorType>(4, utils::IteratorType::parallel),
+            [&](OpBuilder &b, Location l, ValueRange) {
+              Value row = slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1)).first;
+              Value h = linalg::IndexOp::create(b, l, 2), e = linalg::IndexOp::create(b, l, 3);
+              SmallVector<Value> read;
+              for (Value source : {q.values, k, v})
+                read.push_back(tensor::ExtractOp::create(b, l, source, ValueRange{row, h, e}));
+              linalg::YieldOp::create(b, l, read);
+            });
+        mask = parallelGeneric(rewriter, loc, slotInit(rewriter.getI1Type()), {}, {},
+                               [&](OpBuilder &b, Location l, ValueRange) {
+                                 return slotRow(b, l, linalg::IndexOp::create(b, l, 0),
+                                                linalg::IndexOp::create(b, l, 1))
+                                     .second;
+                               });
+        qb = blocks.getResult(0), kb = blocks.getResult(1), vb = blocks.getResult(2);
+      }
       Value out = useIree ? ireeAttention(rewriter, loc, qb, kb, vb, mask, shape)
                           : linalgAttention(rewriter, loc, qb, kb, vb, mask, shape);
       Value flat = tensor::CollapseShapeOp::create(rewriter, loc, out,
@@ -916,14 +949,15 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
                                            arith::SubIOp::create(b, l, r, loadIndex(b, l, lo, item)));
           return arith::IndexCastOp::create(b, l, b.getI64Type(), at);
         });
-    Value out = parallelGeneric(
-        rewriter, loc, emptyLike(rewriter, loc, q.values), {}, {},
-        [&](OpBuilder &b, Location l, ValueRange) {
-          Value row = loadIndex(b, l, slabRow, ValueRange{linalg::IndexOp::create(b, l, 0)});
-          return tensor::ExtractOp::create(
-                     b, l, outSlab, ValueRange{row, linalg::IndexOp::create(b, l, 1), linalg::IndexOp::create(b, l, 2)})
-              .getResult();
-        });
+    Value out = useIree ? ireeGather(rewriter, loc, outSlab, slabRow)
+                        : parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, q.values), {}, {},
+                                          [&](OpBuilder &b, Location l, ValueRange) {
+                                            Value row = loadIndex(b, l, slabRow, ValueRange{linalg::IndexOp::create(b, l, 0)});
+                                            return tensor::ExtractOp::create(b, l, outSlab,
+                                                                             ValueRange{row, linalg::IndexOp::create(b, l, 1),
+                                                                                        linalg::IndexOp::create(b, l, 2)})
+                                                .getResult();
+                                          });
     rewriter.replaceOpWithMultiple(op, {Packed{q.type, out, q.partitions}.flatten(rewriter, loc)});
     return success();
   }
@@ -1041,6 +1075,18 @@ private:
           })[0];
         });
     return lay;
+  }
+
+  /// Rows `rows` ([M] i64) of `source` ([R, ...]) as IREE's
+  /// `iree_linalg_ext.gather` (generic form, unregistered here), which
+  /// copies whole rows.
+  static Value ireeGather(OpBuilder &b, Location loc, Value source, Value rows) {
+    Value init = emptyRows(b, loc, dimOf(b, loc, rows, 0), source);
+    OperationState state(loc, "iree_linalg_ext.gather");
+    state.addOperands({source, rows, init});
+    state.addTypes(init.getType());
+    state.addAttribute("dimension_map", b.getDenseI64ArrayAttr({0}));
+    return b.create(state)->getResult(0);
   }
 
   /// IREE's fused attention over [n, S, H, d] blocks. The i1 mask admits

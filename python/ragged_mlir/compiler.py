@@ -132,8 +132,7 @@ class CompileOptions:
         """The iree-compile flags; with the ``lowered`` IR, the defaults drop
         data tiling where IREE 3.13 cannot apply it: its encodings fail on
         dynamic batch matmuls ('affine.delinearize_index' op no basis element
-        may be statically non-positive), which the linalg attention buckets
-        use."""
+        may be statically non-positive), as a dense ``torch.bmm`` imports."""
         user = {f.split("=", 1)[0] for f in self.iree_flags}
         defaults = [f for f in _DEFAULT_FLAGS[self.target] if f.split("=", 1)[0] not in user]
         if lowered is not None and "linalg.batch_matmul" in lowered:

@@ -1,14 +1,15 @@
 // RUN: ragged-opt %s --allow-unregistered-dialect --convert-ragged-to-linalg="iree-attention=1" | FileCheck %s --implicit-check-not=ragged.
 // RUN: not ragged-opt %s --convert-ragged-to-linalg="iree-attention=1" 2>&1 | FileCheck %s --check-prefix=UNREGISTERED
 
-// UNREGISTERED: error: iree-attention emits iree_linalg_ext.attention, which this context does not know: allow unregistered dialects
+// UNREGISTERED: error: iree-attention emits iree_linalg_ext.attention and iree_linalg_ext.gather, which this context does not know: allow unregistered dialects
 
 // With iree-attention, f32 attention with static heads and head size runs on
 // the static ladder (12 sizes, 16 to 1024, and an overflow bucket of maxL
-// rows): bucket counts over 13 buckets, and per bucket a gather of static-S
-// [n, S, H, d] blocks and a [n, S] key mask, as with attention-buckets, and
-// one iree_linalg_ext.attention in generic form on them, written into the
-// output slab.
+// rows): bucket counts over 13 buckets; per bucket the source row and key
+// mask of every slot [n, S], IREE's row gathers (iree_linalg_ext.gather, in
+// generic form) of q, k and v viewed as static-S [n, S, H, d] blocks, and one
+// iree_linalg_ext.attention on them, written into the output slab; one IREE
+// row gather back to the packed rows.
 // Loops (batch, head, query, value column, head column, key).
 // CHECK-DAG: #[[QMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4)>
 // CHECK-DAG: #[[KMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d4)>
@@ -18,10 +19,16 @@
 // CHECK-DAG: #[[OMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d3)>
 // CHECK-LABEL: func.func @attention
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins({{.*}} : tensor<?xi64>) outs({{.*}} : tensor<13xi64>)
-// CHECK:         %[[BLOCKS:.*]]:3 = linalg.generic {{.*}}outs({{.*}} : tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>)
-// CHECK:         %[[MASK:.*]] = linalg.generic {{.*}}outs({{.*}} : tensor<?x16xi1>)
+// CHECK:         %[[SLOTS:.*]]:2 = linalg.generic {{.*}}outs({{.*}} : tensor<?x16xi64>, tensor<?x16xi1>)
+// CHECK:         %[[ROWS:.*]] = tensor.collapse_shape %[[SLOTS]]#0 {{\[}}[0, 1]] : tensor<?x16xi64> into tensor<?xi64>
+// CHECK:         %[[QG:.*]] = "iree_linalg_ext.gather"(%{{.*}}, %[[ROWS]], %{{.*}}) {dimension_map = array<i64: 0>} : (tensor<?x2x4xf32>, tensor<?xi64>, tensor<?x2x4xf32>) -> tensor<?x2x4xf32>
+// CHECK:         %[[Q:.*]] = tensor.expand_shape %[[QG]] {{.*}} : tensor<?x2x4xf32> into tensor<?x16x2x4xf32>
+// CHECK:         "iree_linalg_ext.gather"(%{{.*}}, %[[ROWS]], %{{.*}})
+// CHECK:         %[[K:.*]] = tensor.expand_shape
+// CHECK:         "iree_linalg_ext.gather"(%{{.*}}, %[[ROWS]], %{{.*}})
+// CHECK:         %[[V:.*]] = tensor.expand_shape
 // CHECK:         %[[SCALE:.*]] = arith.constant 5.000000e-01 : f32
-// CHECK:         "iree_linalg_ext.attention"(%[[BLOCKS]]#0, %[[BLOCKS]]#1, %[[BLOCKS]]#2, %[[SCALE]], %[[MASK]], %{{.*}}) ({
+// CHECK:         "iree_linalg_ext.attention"(%[[Q]], %[[K]], %[[V]], %[[SCALE]], %[[SLOTS]]#1, %{{.*}}) ({
 // CHECK-NEXT:    ^bb0(%[[S:.*]]: f32):
 // CHECK-NEXT:      "iree_linalg_ext.yield"(%[[S]]) : (f32) -> ()
 // CHECK-NEXT:    }) {indexing_maps = [#[[QMAP]], #[[KMAP]], #[[VMAP]], #[[SMAP]], #[[MMAP]], #[[OMAP]]]} : (tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, f32, tensor<?x16xi1>, tensor<?x16x2x4xf32>) -> tensor<?x16x2x4xf32>
@@ -29,6 +36,7 @@
 // CHECK-COUNT-11: }) {indexing_maps = {{.*}} -> tensor<?x{{[0-9]+}}x2x4xf32>
 // CHECK:         }) {indexing_maps = {{.*}} -> tensor<?x?x2x4xf32>
 // CHECK-NOT:     "iree_linalg_ext.attention"
+// CHECK:         "iree_linalg_ext.gather"({{.*}}) {dimension_map = array<i64: 0>} : (tensor<?x2x4xf32>, tensor<?xi64>, tensor<?x2x4xf32>) -> tensor<?x2x4xf32>
 func.func @attention(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>,
                      %v: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
   %o = ragged.attention %q, %k, %v {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
