@@ -544,7 +544,13 @@ def w3_variants(qkv_items, eq_qkv_items, comp: Compiled):
         # projection (three separate offsets tensors add a runtime equality
         # assert to the graph).
         q = NestedTensor(lists[0])
-        return [q] + [NestedTensor.from_packed(torch.cat(t), q.offsets) for t in lists[1:]]
+        out = [q] + [NestedTensor.from_packed(torch.cat(t), q.offsets) for t in lists[1:]]
+        # The head count and size are fixed in a model (its projections
+        # produce them); dynamic=True would trace them as symbols too.
+        for t in out:
+            torch._dynamo.mark_static(t.values, 1)
+            torch._dynamo.mark_static(t.values, 2)
+        return out
 
     nts = shared([qi, ki, vi])
     ntp = shared([list(p[0].unbind()) for p in pads])
