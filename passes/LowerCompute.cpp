@@ -846,6 +846,11 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
       }
     }
     Layout lay = layout(rewriter, loc, lo, hi, sizes);
+    // IREE's row gathers feed the fused attention, which IREE then fuses
+    // with them; one gather feeding two of its operands (q, k or v the same
+    // tensor) fails IREE's CPU codegen ("large vector sizes"), so shared
+    // operands keep the linalg gather.
+    bool ireeGathers = useIree && q.values != k && q.values != v && k != v;
 
     // Each bucket's blocks [n, S, H, d] of q, k and v come from one gather
     // of the packed rows (rows past an item's length repeat its last row:
@@ -882,7 +887,7 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
         return emptyTensor(rewriter, loc, {ShapedType::kDynamic, staticSizes[kk]}, type, dyn2);
       };
       Value qb, kb, vb, mask;
-      if (useIree) {
+      if (ireeGathers) {
         // The source row and key mask of every slot [n, S], then IREE's
         // row gathers: IREE flattens a linalg.generic gather to one loop
         // over elements, with index arithmetic and a scalar load for each.
@@ -949,7 +954,7 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
                                            arith::SubIOp::create(b, l, r, loadIndex(b, l, lo, item)));
           return arith::IndexCastOp::create(b, l, b.getI64Type(), at);
         });
-    Value out = useIree ? ireeGather(rewriter, loc, outSlab, slabRow)
+    Value out = ireeGathers ? ireeGather(rewriter, loc, outSlab, slabRow)
                         : parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, q.values), {}, {},
                                           [&](OpBuilder &b, Location l, ValueRange) {
                                             Value row = loadIndex(b, l, slabRow, ValueRange{linalg::IndexOp::create(b, l, 0)});

@@ -71,3 +71,14 @@ func.func @dynamic_heads(%q: !ragged.tensor<?, [L], ?, 4, f32>, %k: !ragged.tens
   %o = ragged.attention %q, %k, %v : !ragged.tensor<?, [L], ?, 4, f32>
   return %o : !ragged.tensor<?, [L], ?, 4, f32>
 }
+
+// q, k and v from one tensor keep the linalg gathers: one IREE gather
+// feeding several operands of the fused attention fails IREE's codegen.
+// CHECK-LABEL: func.func @shared
+// CHECK:         "iree_linalg_ext.attention"
+// CHECK-NOT:     "iree_linalg_ext.gather"
+// CHECK:         return
+func.func @shared(%x: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
+  %o = ragged.attention %x, %x, %x {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %o : !ragged.tensor<?, [L], 2, 4, f32>
+}

@@ -678,6 +678,34 @@ def test_attention_lowerings_across_buckets(rng, ragged, lowering, causal):
     assert_ragged_close(out, ref, lengths, **EXP_TOL)
 
 
+SHARED = "!ragged.tensor<?, [L], 2, 4, f32>"
+ATTN_SHARED = f"""
+func.func @self(%x: {SHARED}) -> {SHARED} {{
+  %o = ragged.attention %x, %x, %x {{scale = 0.35 : f64, causal}} : {SHARED}
+  return %o : {SHARED}
+}}
+func.func @memory(%q: {SHARED}, %m: {SHARED}) -> {SHARED} {{
+  %o = ragged.attention %q, %m, %m {{scale = 0.35 : f64}} : {SHARED}
+  return %o : {SHARED}
+}}
+"""
+
+
+def test_attention_with_shared_operands(rng, ragged):
+    """q, k and v from one tensor, and k = v, on the CPU default lowering
+    (these keep the linalg gathers) agree with fp64."""
+    import ragged_mlir
+
+    module = ragged_mlir.compile(ATTN_SHARED)
+    lengths = [16, 17, 0, 1, 49, 129]
+    x, xs = ragged(rng, lengths, (2, 4), -2, 2)
+    m, ms = ragged(rng, lengths, (2, 4), -2, 2)
+    ref = [ref_attention_dense(a, a, a, 0.35, True) for a in f64(xs)]
+    assert_ragged_close(module.self(x), ref, lengths, **EXP_TOL)
+    ref = [ref_attention_dense(a, c, c, 0.35, False) for a, c in zip(f64(xs), f64(ms), strict=True)]
+    assert_ragged_close(module.memory(x, m), ref, lengths, **EXP_TOL)
+
+
 # --------------------------------------------------------------------------
 # 5. gather, concat, split
 # --------------------------------------------------------------------------
