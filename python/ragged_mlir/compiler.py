@@ -280,7 +280,7 @@ def lower(program, *, options: CompileOptions | None = None, work_dir: str | Non
     return text
 
 
-def _lower(program, work: Path, pipeline: str, flags: list[str]):
+def _lower(program, work: Path, pipeline: str, flags: list[str], frozen: dict[str, list[int]] | None = None):
     from . import ir, passmanager
 
     with ir.Context() as ctx, ir.Location.unknown():
@@ -303,15 +303,108 @@ def _lower(program, work: Path, pipeline: str, flags: list[str]):
         except ir.MLIRError as e:
             repro = _reproducer(work, "lower", input_text, pipeline, flags, str(e))
             raise CompileError(f"lowering failed (reproducer: {repro}):\n{e}", repro) from None
+        for name, indices in (frozen or {}).items():
+            if name not in sigs:
+                raise ValueError(f"frozen: no public function named {name!r} (have {', '.join(sigs)})")
+            # Lowered arguments: a ragged input takes 1 + (its partitions).
+            kept, dense, at = [], set(), 0
+            for desc in sigs[name]["inputs"]:
+                if desc["kind"] == "tensor":
+                    dense.add(at)
+                if not (desc["kind"] == "tensor" and at in indices):
+                    kept.append(desc)
+                at += 1 + len(desc["symbols"]) if desc["kind"] == "ragged" else 1
+            for i in indices:
+                if i not in dense:
+                    raise ValueError(
+                        f"frozen: argument {i} of {name!r} (after lowering) is not a dense tensor argument; "
+                        f"those are {sorted(dense)}"
+                    )
+            _freeze(module, name, indices)
+            sigs[name]["inputs"] = kept
         return str(module), (input_text, sigs)
 
 
-def compile(program, target: Target | str | None = None, options: CompileOptions | None = None):
+#: The scope of the IREE parameters that frozen arguments become.
+PARAMETER_SCOPE = "ragged"
+
+
+def parameter_key(function: str, index: int) -> str:
+    """The IREE parameter name of argument ``index`` of ``function`` when frozen."""
+    return f"{function}.arg{index}"
+
+
+def _freeze(module, name: str, indices: Sequence[int]) -> None:
+    """Moves arguments ``indices`` of the lowered function ``name`` into IREE
+    parameters: ``name`` becomes a wrapper that loads them from globals
+    initialised by ``#flow.parameter.named`` and calls the original, now
+    private. IREE then hoists what depends only on them (the data-tiled
+    packing of weights) into the module's initialiser, run once per load.
+    The util ops are written in generic form (unregistered here)."""
+    from . import ir
+    from .dialects import func
+
+    fns = [op for op in module.body.operations if isinstance(op, func.FuncOp)]
+    fn = next((op for op in fns if op.name.value == name), None)
+    if fn is None:
+        raise ValueError(f"frozen: no function named {name!r} in the program")
+    inputs = [str(t) for t in fn.type.inputs]
+    results = [str(t) for t in fn.type.results]
+    for i in indices:
+        if not 0 <= i < len(inputs) or not inputs[i].startswith("tensor<") or "?" in inputs[i]:
+            raise ValueError(
+                f"frozen: argument {i} of {name!r} must be a statically shaped tensor argument "
+                f"(the lowered function takes {', '.join(inputs)})"
+            )
+    impl = f"{name}__frozen_impl"
+    fn.operation.attributes["sym_name"] = ir.StringAttr.get(impl)
+    fn.operation.attributes["sym_visibility"] = ir.StringAttr.get("private")
+    keep = [i for i in range(len(inputs)) if i not in set(indices)]
+    lines = []
+    for i in indices:
+        lines.append(
+            f'"util.global"() <{{initial_value = #flow.parameter.named<"{PARAMETER_SCOPE}"::"{parameter_key(name, i)}">'
+            f' : {inputs[i]}, sym_name = "__param_{name}_{i}", sym_visibility = "private", type = {inputs[i]}}}>'
+            " : () -> ()"
+        )
+    body = [
+        f'%p{i} = "util.global.load"() <{{global = @__param_{name}_{i}}}> : () -> {inputs[i]}'
+        for i in indices
+    ]
+    args = ", ".join(f"%a{i}" if i in keep else f"%p{i}" for i in range(len(inputs)))
+    call = f"func.call @{impl}({args}) : ({', '.join(inputs)}) -> ({', '.join(results)})"
+    outs = ", ".join(f"%r#{j}" for j in range(len(results)))
+    body.append(f"%r:{len(results)} = {call}" if results else call)
+    body.append(f"return {outs} : {', '.join(results)}" if results else "return")
+    signature = ", ".join(f"%a{i}: {inputs[i]}" for i in keep)
+    lines.append(
+        f"func.func @{name}({signature}) -> ({', '.join(results)}) {{\n  " + "\n  ".join(body) + "\n}"
+    )
+    # The wrapper parses against a declaration of the original, left behind.
+    lines.append(f"func.func private @{impl}({', '.join(inputs)}) -> ({', '.join(results)})")
+    wrapper = ir.Module.parse("\n".join(lines))
+    for op in list(wrapper.body.operations)[:-1]:
+        module.body.append(op.detach_from_parent())
+
+
+def compile(
+    program,
+    target: Target | str | None = None,
+    options: CompileOptions | None = None,
+    *,
+    frozen: dict[str, Sequence[int]] | None = None,
+):
     """Compiles a ragged program for an IREE target and loads it.
 
     ``program`` is MLIR text, a ``ragged_mlir.ir.Module`` or a
     :class:`ragged_mlir.builders.Program`. Returns a :class:`CompiledModule`
     whose functions take :class:`RaggedArray` / numpy arguments.
+
+    ``frozen`` maps a function to the indices of dense tensor arguments
+    (after lowering) that become IREE parameters: the function no longer
+    takes them, :meth:`CompiledModule.bind_parameters` supplies them, and
+    IREE computes what depends only on them (such as the packed layout of a
+    weight) once per binding instead of on every call.
     """
     options = options or CompileOptions()
     if target is not None:
@@ -319,7 +412,8 @@ def compile(program, target: Target | str | None = None, options: CompileOptions
     work = Path(options.work_dir or tempfile.mkdtemp(prefix="ragged-"))
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    lowered, (input_text, sigs) = _lower(program, work, options.pipeline, options.flags())
+    frozen = {name: sorted(set(indices)) for name, indices in (frozen or {}).items() if indices}
+    lowered, (input_text, sigs) = _lower(program, work, options.pipeline, options.flags(), frozen)
     flags = options.flags(lowered)
     t_lowered = time.perf_counter()
     try:
@@ -341,6 +435,7 @@ def compile(program, target: Target | str | None = None, options: CompileOptions
         (work / "iree_flags.txt").write_text("\n".join(flags) + "\n")
         (work / "module.vmfb").write_bytes(vmfb)
     module = CompiledModule(vmfb, sigs, options.driver, options.target.value)
+    module.parameter_keys = [parameter_key(name, i) for name, indices in frozen.items() for i in indices]
     module.compile_seconds = time.perf_counter() - t0
     module.timings = {"lower_s": t_lowered - t0, "iree_compile_s": t_iree - t_lowered}
     module.work_dir = work
@@ -391,10 +486,40 @@ class CompiledModule:
                 f"not on {driver!r}"
             )
         self._loaded: dict | None = None
+        #: IREE parameters the module reads (frozen arguments) and their arrays.
+        self.parameter_keys: list[str] = []
+        self._parameters: dict[str, np.ndarray] = {}
+
+    def bind_parameters(self, arrays: dict[str, np.ndarray]) -> None:
+        """Supplies the frozen arguments (keys as :func:`parameter_key`
+        names them); the module reloads on its next call, so rebinding
+        repeats the work that depends only on them."""
+        unknown = sorted(set(arrays) - set(self.parameter_keys))
+        if unknown:
+            raise KeyError(
+                f"arrays: no frozen argument named {', '.join(unknown)} (expected {self.parameter_keys})"
+            )
+        for key, array in arrays.items():
+            if not isinstance(array, np.ndarray):
+                raise TypeError(f"arrays[{key!r}]: expected a numpy array, got {type(array).__name__}")
+        self._parameters.update({key: np.ascontiguousarray(a) for key, a in arrays.items()})
+        self._loaded = None
+
+    def with_parameters(self, arrays: dict[str, np.ndarray]) -> CompiledModule:
+        """A new module sharing this one's artifact, bound to ``arrays``."""
+        module = CompiledModule(self.vmfb, self.signatures, self.driver, self.target)
+        module.parameter_keys = list(self.parameter_keys)
+        module.bind_parameters(arrays)
+        return module
 
     def _load(self) -> dict:
         if self._loaded is not None:
             return self._loaded
+        missing = [k for k in self.parameter_keys if k not in self._parameters]
+        if missing:
+            raise RuntimeError(
+                f"the module reads frozen arguments not bound yet: {', '.join(missing)} (bind_parameters)"
+            )
         import iree.runtime as rt
 
         try:
@@ -413,6 +538,12 @@ class CompiledModule:
                 "exists (CompiledModule.save, then ragged_mlir.load), or compile for llvm-cpu."
             ) from e
         ctx = rt.SystemContext(config=config)
+        if self.parameter_keys:
+            index = rt.ParameterIndex()
+            for key in self.parameter_keys:
+                index.add_buffer(key, self._parameters[key])
+            provider = index.create_provider(scope=PARAMETER_SCOPE)
+            ctx.add_vm_module(rt.create_io_parameters_module(config.vm_instance, provider))
         ctx.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, self.vmfb))
         host = HostImporter(config.device) if self.driver.startswith("local") else None
         self._loaded = {
@@ -451,6 +582,10 @@ class CompiledModule:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Writes ``path`` (.vmfb) and its signature file (``.json``)."""
+        if self.parameter_keys:
+            raise ValueError(
+                "save: this module reads frozen arguments bound at run time; compile it without `frozen`"
+            )
         path = Path(path)
         path.write_bytes(self.vmfb)
         meta = {"functions": self.signatures, "device": self.driver, "target": self.target}

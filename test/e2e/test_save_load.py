@@ -61,3 +61,35 @@ def test_load_missing_signature_file(tmp_path):
     (tmp_path / "m.vmfb").write_bytes(b"not a module")
     with pytest.raises(FileNotFoundError, match=r"m\.json"):
         ragged_mlir.load(tmp_path / "m.vmfb")
+
+
+def test_frozen_arguments_bind_and_rebind(rng):
+    """compile(frozen=...) moves dense arguments into IREE parameters: the
+    function stops taking them, calls before binding fail clearly, and
+    rebinding changes the results; frozen modules refuse to save."""
+    src = """
+func.func @lin(%x: !ragged.tensor<?, [L], 8, f32>, %w: tensor<8x8xf32>) -> !ragged.tensor<?, [L], 8, f32> {
+  %y = ragged.matmul %x, %w : !ragged.tensor<?, [L], 8, f32>, tensor<8x8xf32> -> !ragged.tensor<?, [L], 8, f32>
+  return %y : !ragged.tensor<?, [L], 8, f32>
+}"""
+    module = ragged_mlir.compile(src, frozen={"lin": [2]})
+    assert module.parameter_keys == [ragged_mlir.compiler.parameter_key("lin", 2)] == ["lin.arg2"]
+    x = RaggedArray.from_list([rng.standard_normal((n, 8)).astype(np.float32) for n in (3, 0, 5)])
+    with pytest.raises(RuntimeError, match="not bound yet: lin.arg2"):
+        module.lin(x)
+    with pytest.raises(KeyError, match="no frozen argument named lin.arg0"):
+        module.bind_parameters({"lin.arg0": np.zeros((8, 8), np.float32)})
+    for _ in range(2):
+        w = rng.standard_normal((8, 8)).astype(np.float32)
+        module.bind_parameters({"lin.arg2": w})
+        np.testing.assert_allclose(module.lin(x).values, x.values @ w, rtol=1e-5, atol=1e-5)
+    other = module.with_parameters({"lin.arg2": np.eye(8, dtype=np.float32)})
+    np.testing.assert_allclose(other.lin(x).values, x.values, rtol=1e-6)
+    with pytest.raises(ValueError, match="frozen arguments bound at run time"):
+        module.save("/nonexistent/m.vmfb")
+    with pytest.raises(
+        ValueError, match=r"argument 0 of 'lin' \(after lowering\) is not a dense tensor argument"
+    ):
+        ragged_mlir.compile(src, frozen={"lin": [0]})
+    with pytest.raises(ValueError, match="no public function named 'nope'"):
+        ragged_mlir.compile(src, frozen={"nope": [2]})

@@ -21,12 +21,14 @@ import math
 import os
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch._guards import TracingContext
 from torch.fx.passes.split_module import split_module
 
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
@@ -57,6 +59,11 @@ class RaggedBackendOptions:
     target / device / iree_flags / balance_tile / attention_buckets /
     iree_attention: as :class:`ragged_mlir.CompileOptions` (None picks the
         target's default).
+    freeze_parameters: parameters and buffers (the graph's static inputs)
+        become IREE parameters, bound at the first call: IREE then packs
+        weights for its GEMM kernels once per binding, not on every call.
+        A different tensor, or an in-place change (a new version counter),
+        rebinds them on the next call; False passes them on every call.
     debug_dir: dump, per graph, the FX graph, the imported and ragged IR, the
         lowered IR and the IREE flags there (also ``RAGGED_DEBUG_DIR``).
     fallback: run a graph eagerly (with a warning) when it cannot be
@@ -69,6 +76,7 @@ class RaggedBackendOptions:
     balance_tile: int | None = None
     attention_buckets: int | None = None
     iree_attention: bool | None = None
+    freeze_parameters: bool = True
     debug_dir: str | None = None
     fallback: bool = True
 
@@ -202,12 +210,16 @@ def _import_dense(name: str, sub: torch.fx.GraphModule) -> str:
     return str(module)
 
 
-def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBackendOptions):
+def compile_fx_graph(
+    gm: torch.fx.GraphModule, example_inputs, options: RaggedBackendOptions, static: Sequence[int] = ()
+):
     """Compiles an ATen FX graph with ragged custom ops; returns a callable
-    over the same flat arguments, or raises :class:`Unsupported`."""
+    over the same flat arguments, or raises :class:`Unsupported`. With
+    ``options.freeze_parameters``, the ``static`` inputs (parameters and
+    buffers) that are non-empty tensors become IREE parameters."""
     from .. import compile as ragged_compile
     from .. import ir
-    from ..compiler import CompileOptions
+    from ..compiler import CompileOptions, parameter_key
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node in gm.graph.nodes:
@@ -345,23 +357,66 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, options: RaggedBa
         keep_intermediates=bool(work_dir),
         work_dir=str(work_dir) if work_dir else None,
     )
+    frozen = []
+    if options.freeze_parameters:
+        for i in static:
+            val = placeholders[i].meta.get("val") if i < len(placeholders) else None
+            if (
+                isinstance(val, torch.Tensor)
+                and val.numel() > 0
+                and arg_types[i].startswith("tensor<")
+                and "?" not in arg_types[i]
+            ):
+                frozen.append(i)
     try:
-        compiled = ragged_compile(text, options=copts)
+        compiled = ragged_compile(text, options=copts, frozen={"main": frozen} if frozen else None)
     except Exception as e:
         raise Unsupported(f"compilation failed: {e}") from e
-    fn = compiled.raw("main")
     n_out = len(outputs)
+    # One bound module per set of frozen tensors (instances of one layer
+    # share this graph): ids of the tensors -> (weak references to them,
+    # their versions when bound, the module bound to them).
+    bindings: dict[tuple[int, ...], tuple[list, list, Any]] = {}
+
+    def version(t: torch.Tensor):
+        try:
+            return t._version
+        except RuntimeError:  # inference tensors keep no version counter
+            return None
+
+    def module_for(args):
+        tensors = [args[i] for i in frozen]
+        key = tuple(id(t) for t in tensors)
+        versions = [version(t) for t in tensors]
+        entry = bindings.get(key)
+        same = entry is not None and all(r() is t for r, t in zip(entry[0], tensors, strict=True))
+        if same and None not in versions and entry[1] == versions:
+            return entry[2]
+        arrays = {parameter_key("main", i): args[i].detach().contiguous().numpy() for i in frozen}
+        if same:
+            entry[2].bind_parameters(arrays)
+            module = entry[2]
+        else:
+            for k in [k for k, (refs, _, _) in bindings.items() if any(r() is None for r in refs)]:
+                del bindings[k]
+            module = compiled.with_parameters(arrays)
+        bindings[key] = ([weakref.ref(t) for t in tensors], versions, module)
+        return module
 
     def run(*args):
+        module = module_for(args) if frozen else compiled
+        skip = set(frozen)
         flat = []
-        for a in args:
+        for i, a in enumerate(args):
+            if i in skip:
+                continue
             if isinstance(a, torch.Tensor):
                 flat.append(a.detach().contiguous().numpy())
             elif isinstance(a, torch.SymInt) and a.node.is_nested_int():
                 flat.append(0)  # NJT's ragged-size symbol: an input nothing reads
             else:
                 flat.append(int(a))
-        out = fn(*flat)
+        out = module.raw("main")(*flat)
         if n_out == 1:
             out = [out]
         return tuple(torch.from_numpy(np.asarray(o.to_host())) for o in out)
@@ -376,7 +431,12 @@ def _key(gm: torch.fx.GraphModule, example_inputs, options) -> tuple:
         (tuple(str(d) for d in x.shape), str(x.dtype)) if isinstance(x, torch.Tensor) else type(x).__name__
         for x in example_inputs
     )
-    lowering = (options.balance_tile, options.attention_buckets, options.iree_attention)
+    lowering = (
+        options.balance_tile,
+        options.attention_buckets,
+        options.iree_attention,
+        options.freeze_parameters,
+    )
     return (gm.code, sig, options.target, options.device, tuple(options.iree_flags), lowering)
 
 
@@ -392,7 +452,9 @@ def _forward_compiler(options: RaggedBackendOptions):
             return _cache[key]
         try:
             t0 = time.perf_counter()
-            fn = compile_fx_graph(gm, example_inputs, options)
+            tracing = TracingContext.try_get()
+            static = getattr(getattr(tracing, "fw_metadata", None), "static_input_indices", None) or ()
+            fn = compile_fx_graph(gm, example_inputs, options, static)
             fn.compile_seconds = time.perf_counter() - t0
             stats["compiled"] += 1
         except Unsupported as e:

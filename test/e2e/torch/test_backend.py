@@ -213,3 +213,32 @@ def test_separate_offsets_with_equal_values():
         got = model(q, k, v)
         want = Attend()(q, k, v)
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_frozen_parameters_follow_the_module(block):
+    """Parameters are IREE parameters bound at the first call: two modules
+    sharing one compiled graph each get their own weights, and an in-place
+    update (load_state_dict) rebinds them; without freezing the results
+    are the same."""
+    torch._dynamo.reset()
+    torch.manual_seed(3)
+    a, b = EncoderBlock().eval(), EncoderBlock().eval()
+    items = batch([4, 0, 9, 2], 32, seed=5)
+    frozen = torch.compile(lambda m, x: m(x)[0].values, backend="ragged", dynamic=True)
+    plain = torch.compile(
+        lambda m, x: m(x)[0].values, backend="ragged", dynamic=True, options={"freeze_parameters": False}
+    )
+
+    def check(model, out):
+        want, _ = reference_block(model, items)
+        np.testing.assert_allclose(out.numpy(), torch.cat(want).numpy(), rtol=2e-4, atol=2e-5)
+
+    with torch.no_grad():
+        for model in (a, b, a):
+            check(model, frozen(model, NestedTensor(items)))
+        a.load_state_dict(b.state_dict())  # in place: a's tensors get new versions
+        check(a, frozen(a, NestedTensor(items)))
+        a.qkv.weight.mul_(0.5)
+        out = frozen(a, NestedTensor(items))
+        check(a, out)
+        np.testing.assert_allclose(out.numpy(), plain(a, NestedTensor(items)).numpy(), rtol=1e-5, atol=1e-6)
