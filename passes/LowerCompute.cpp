@@ -620,11 +620,22 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
                                lb, ll, a[0], math::ExpOp::create(lb, ll, c))};
                          })[0];
         });
+    // The group of every row, searched once per row and read with
+    // tensor.extract: as an input, IREE would fuse the search into (and
+    // repeat it for) every element of the row.
+    Value rows = dimOf(rewriter, loc, x.values, 0);
+    Value groupOfRow = parallelGeneric(
+        rewriter, loc, emptyTensor(rewriter, loc, {ShapedType::kDynamic}, rewriter.getI64Type(), {rows}), {}, {},
+        [&](OpBuilder &b, Location l, ValueRange) {
+          return arith::IndexCastOp::create(b, l, b.getI64Type(),
+                                            groups.groupOf(b, l, linalg::IndexOp::create(b, l, 0)))
+              .getResult();
+        });
     Value out = parallelGeneric(
         rewriter, loc, emptyLike(rewriter, loc, x.values), {x.values}, {id},
         [&](OpBuilder &b, Location l, ValueRange args) {
           SmallVector<Value> idx = loopIndices(b, l, rank);
-          SmallVector<Value> at{groups.groupOf(b, l, idx[0])};
+          SmallVector<Value> at{loadIndex(b, l, groupOfRow, ValueRange{idx[0]})};
           llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
           Value m = tensor::ExtractOp::create(b, l, maxima, at);
           Value s = tensor::ExtractOp::create(b, l, sums, at);

@@ -219,12 +219,15 @@ func.func @reduce_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) -> !ragged.
 // CHECK-NEXT:        math.exp
 // CHECK-NEXT:        arith.addf
 // CHECK:         } -> tensor<?x8xf32>
+// CHECK:         %[[GROUP:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:           scf.while
+// CHECK:             tensor.extract %[[O]]
 // CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK-SAME:      ins(%[[V]] : tensor<?x8xf32>)
-// CHECK:           %[[SEG:.*]]:2 = scf.while
-// CHECK:             tensor.extract %[[O]]
-// CHECK:           %[[M:.*]] = tensor.extract %[[MAX]][%[[SEG]]#0, %{{.*}}] : tensor<?x8xf32>
-// CHECK-NEXT:      %[[S:.*]] = tensor.extract %[[SUM]][%[[SEG]]#0, %{{.*}}] : tensor<?x8xf32>
+// CHECK:           %[[G64:.*]] = tensor.extract %[[GROUP]]
+// CHECK:           %[[SEG:.*]] = arith.index_cast %[[G64]] : i64 to index
+// CHECK:           %[[M:.*]] = tensor.extract %[[MAX]][%[[SEG]], %{{.*}}] : tensor<?x8xf32>
+// CHECK-NEXT:      %[[S:.*]] = tensor.extract %[[SUM]][%[[SEG]], %{{.*}}] : tensor<?x8xf32>
 // CHECK-NEXT:      %[[C:.*]] = arith.subf %{{.*}}, %[[M]] : f32
 // CHECK-NEXT:      %[[E:.*]] = math.exp %[[C]] : f32
 // CHECK-NEXT:      %[[Q:.*]] = arith.divf %[[E]], %[[S]] : f32
@@ -239,8 +242,8 @@ func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L],
 
 // Attention scores [B, L(b), L(b), H]: L(b) groups of L(b) rows per item.
 // The row offsets (L^2 per item) and group offsets (L per item) are prefix
-// sums; the same three generics follow, each locating its item by binary
-// search.
+// sums; the same generics follow, each locating its item by binary search
+// (the last one reads the group of each row from a table searched per row).
 // CHECK-DAG:   #[[ID1:.*]] = affine_map<(d0) -> (d0)>
 // CHECK-DAG:   #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-LABEL: func.func @softmax_scores
@@ -265,11 +268,13 @@ func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L],
 // CHECK:           scf.for
 // CHECK:             math.exp
 // CHECK:         } -> tensor<?x4xf32>
-// CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
-// CHECK-SAME:      ins(%[[V]] : tensor<?x4xf32>)
+// CHECK:         %[[GROUP:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
 // CHECK:           scf.while
 // CHECK:             tensor.extract %[[ROWS]]
 // CHECK:           arith.divui
+// CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK-SAME:      ins(%[[V]] : tensor<?x4xf32>)
+// CHECK:           tensor.extract %[[GROUP]]
 // CHECK:           tensor.extract %[[MAX]]
 // CHECK-NEXT:      tensor.extract %[[SUM]]
 // CHECK:           math.exp
@@ -314,15 +319,16 @@ func.func @softmax_scores(%x: !ragged.tensor<?, [L], [L], 4, f32>) -> !ragged.te
 // CHECK-NEXT:      %[[NINF:.*]] = arith.constant 0xFF800000 : f32
 // CHECK-NEXT:      %[[MASKED:.*]] = arith.select %[[FUT]], %[[NINF]], %[[SC]] : f32
 // CHECK-NEXT:      linalg.yield %[[MASKED]] : f32
-// Softmax over the scores: max, sum, normalise.
+// Softmax over the scores: max, sum, the group of each row, normalise.
 // CHECK:         %[[MAX:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?x2xf32>)
 // CHECK:           arith.maximumf
 // CHECK:         %[[SUM:.*]] = linalg.generic
 // CHECK-SAME:      ins(%[[MAX]] : tensor<?x2xf32>)
 // CHECK:           math.exp
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:           scf.while
 // CHECK:         %[[P:.*]] = linalg.generic
 // CHECK-SAME:      ins(%[[S]] : tensor<?x2xf32>)
-// CHECK:           scf.while
 // CHECK:           arith.divf
 // Apply: one generic over the output rows, an scf.for over the item's keys.
 // CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[OUT]]], iterator_types = ["parallel", "parallel", "parallel"]}
