@@ -799,10 +799,12 @@ Value structured(OpBuilder &b, Location loc, Value init, ValueRange inputs,
 /// bucket that fits it; bucket k holds n_k items padded to S_k rows. Per
 /// bucket, one gather reads the blocks [n_k, S_k, H, d] of q, k and v from
 /// the packed rows (rows past an item's length repeat its last row: they
-/// are masked as keys and dropped as queries), dense attention runs on
-/// them into an output slab [sum_k n_k S_k, H, d], and one gather reads the
-/// packed rows back. Gathering per bucket, rather than slicing one slab,
-/// spares IREE a copy of every slice. Two ladders and kernels:
+/// are masked as keys and dropped as queries), and dense attention runs on
+/// them; the outputs, concatenated, form an output slab [sum_k n_k S_k, H,
+/// d] from which one gather reads the packed rows back. Gathering per
+/// bucket, rather than slicing one slab, spares IREE a copy of every slice;
+/// concatenating, rather than inserting into a slab, lets IREE write each
+/// output in place. Two ladders and kernels:
 ///
 /// - `buckets` = K dynamic sizes ceil(maxL / 2^(K-1-k)) with upstream linalg
 ///   attention (two contractions over the blocks in place and a masked
@@ -866,10 +868,9 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
     // Each bucket's blocks [n, S, H, d] of q, k and v come from one gather
     // of the packed rows (rows past an item's length repeat its last row:
     // they are masked as keys and dropped as queries), attention runs on
-    // them, and its output goes into the output slab [R, H, d] at the
-    // bucket's base.
+    // them, and its output, as rows, is the next part of the output slab.
     auto valuesShape = valuesType.getShape();
-    Value outSlab = emptyRows(rewriter, loc, lay.slabRows, q.values);
+    SmallVector<Value> outBlocks;
     for (size_t kk = 0; kk < sizes.size(); ++kk) {
       SmallVector<int64_t> shape4{ShapedType::kDynamic, staticSizes[kk], valuesShape[1], valuesShape[2]};
       SmallVector<Value> dyn4{lay.counts[kk]};
@@ -948,11 +949,9 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
                           : linalgAttention(rewriter, loc, qb, kb, vb, mask, shape);
       Value flat = tensor::CollapseShapeOp::create(rewriter, loc, out,
                                                    SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}});
-      SmallVector<OpFoldResult> at{lay.bases[kk], rewriter.getIndexAttr(0), rewriter.getIndexAttr(0)};
-      SmallVector<OpFoldResult> extent = tensor::getMixedSizes(rewriter, loc, flat);
-      SmallVector<OpFoldResult> unit(3, rewriter.getIndexAttr(1));
-      outSlab = tensor::InsertSliceOp::create(rewriter, loc, flat, outSlab, at, extent, unit);
+      outBlocks.push_back(flat);
     }
+    Value outSlab = tensor::ConcatOp::create(rewriter, loc, /*dim=*/0, outBlocks);
 
     // Back to packed rows: row r of item b is slab row slabStart[b] + r - lo[b].
     Value rows = dimOf(rewriter, loc, q.values, 0);

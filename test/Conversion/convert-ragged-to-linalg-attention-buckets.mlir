@@ -8,9 +8,10 @@
 // reading the blocks in place (loops item, head, query, key, head column);
 // the masked max, exp and sum over the keys; weights x values as a second
 // contraction back to [n, S, H, d] (the key loop innermost); the
-// normalisation; the insert into the output slab. Finally each packed row is
-// read back from the output slab, its slab row read with tensor.extract (an
-// input would let IREE fuse the row search into every element).
+// normalisation. The buckets' outputs, concatenated, are the output slab
+// (IREE writes each attention's result in place there); finally each packed
+// row is read back from it, its slab row read with tensor.extract (an input
+// would let IREE fuse the row search into every element).
 // CHECK-DAG:   #[[Q5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1, d4)>
 // CHECK-DAG:   #[[K5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d1, d4)>
 // CHECK-DAG:   #[[S5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
@@ -39,13 +40,15 @@
 // CHECK:         %[[OUT:.*]] = linalg.generic {indexing_maps = [#[[W5]], #[[V5]], #[[O5]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[W]], %[[BLOCKS]]#2 : tensor<?x2x?x?xf32>, tensor<?x?x2x4xf32>) outs({{.*}} : tensor<?x?x2x4xf32>)
 // CHECK:         linalg.generic {{.*}} ins(%[[OUT]], %[[SUMS]] : tensor<?x?x2x4xf32>, tensor<?x2x?xf32>)
 // CHECK:           arith.divf
-// CHECK:         tensor.collapse_shape
-// CHECK:         tensor.insert_slice
-// CHECK-COUNT-2: tensor.insert_slice
+// CHECK:         %[[FLAT0:.*]] = tensor.collapse_shape
+// CHECK:         %[[FLAT1:.*]] = tensor.collapse_shape
+// CHECK:         %[[FLAT2:.*]] = tensor.collapse_shape
+// CHECK:         %[[SLAB:.*]] = tensor.concat dim(0) %[[FLAT0]], %[[FLAT1]], %[[FLAT2]] : (tensor<?x2x4xf32>, tensor<?x2x4xf32>, tensor<?x2x4xf32>) -> tensor<?x2x4xf32>
 // CHECK:         %[[SLABROW:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]}
 // CHECK:           scf.while
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel"]} outs(
 // CHECK:           tensor.extract %[[SLABROW]]
+// CHECK:           tensor.extract %[[SLAB]]
 // CHECK-NOT:     linalg.transpose
 // CHECK-NOT:     linalg.batch_matmul
 func.func @attention(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>,

@@ -8,8 +8,8 @@
 // rows): bucket counts over 13 buckets; per bucket the source row and key
 // mask of every slot [n, S], IREE's row gathers (iree_linalg_ext.gather, in
 // generic form) of q, k and v viewed as static-S [n, S, H, d] blocks, and one
-// iree_linalg_ext.attention on them, written into the output slab; one IREE
-// row gather back to the packed rows.
+// iree_linalg_ext.attention on them; the outputs concatenated into the
+// output slab; one IREE row gather back to the packed rows.
 // Loops (batch, head, query, value column, head column, key).
 // CHECK-DAG: #[[QMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4)>
 // CHECK-DAG: #[[KMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d4)>
@@ -32,11 +32,12 @@
 // CHECK-NEXT:    ^bb0(%[[S:.*]]: f32):
 // CHECK-NEXT:      "iree_linalg_ext.yield"(%[[S]]) : (f32) -> ()
 // CHECK-NEXT:    }) {indexing_maps = [#[[QMAP]], #[[KMAP]], #[[VMAP]], #[[SMAP]], #[[MMAP]], #[[OMAP]]]} : (tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, f32, tensor<?x16xi1>, tensor<?x16x2x4xf32>) -> tensor<?x16x2x4xf32>
-// CHECK:         tensor.insert_slice
+// CHECK:         tensor.collapse_shape
 // CHECK-COUNT-11: }) {indexing_maps = {{.*}} -> tensor<?x{{[0-9]+}}x2x4xf32>
 // CHECK:         }) {indexing_maps = {{.*}} -> tensor<?x?x2x4xf32>
 // CHECK-NOT:     "iree_linalg_ext.attention"
-// CHECK:         "iree_linalg_ext.gather"({{.*}}) {dimension_map = array<i64: 0>} : (tensor<?x2x4xf32>, tensor<?xi64>, tensor<?x2x4xf32>) -> tensor<?x2x4xf32>
+// CHECK:         %[[SLAB:.*]] = tensor.concat dim(0) {{.*}} -> tensor<?x2x4xf32>
+// CHECK:         "iree_linalg_ext.gather"(%[[SLAB]], {{.*}}) {dimension_map = array<i64: 0>} : (tensor<?x2x4xf32>, tensor<?xi64>, tensor<?x2x4xf32>) -> tensor<?x2x4xf32>
 func.func @attention(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>,
                      %v: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
   %o = ragged.attention %q, %k, %v {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
