@@ -872,14 +872,16 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
     auto valuesShape = valuesType.getShape();
     SmallVector<Value> outBlocks;
     for (size_t kk = 0; kk < sizes.size(); ++kk) {
-      SmallVector<int64_t> shape4{ShapedType::kDynamic, staticSizes[kk], valuesShape[1], valuesShape[2]};
-      SmallVector<Value> dyn4{lay.counts[kk]};
+      // Dynamic sizes of the [n, S] slot tensors and the [n, S, H, d] blocks.
+      SmallVector<Value> dyn2{lay.counts[kk]};
       if (ShapedType::isDynamic(staticSizes[kk]))
-        dyn4.push_back(sizes[kk]);
+        dyn2.push_back(sizes[kk]);
+      SmallVector<Value> dyn4 = dyn2;
       for (int64_t i : {1, 2})
         if (valuesType.isDynamicDim(i))
           dyn4.push_back(dimOf(rewriter, loc, q.values, i));
-      Value blockInit = emptyTensor(rewriter, loc, shape4, elem, dyn4);
+      auto blockType =
+          RankedTensorType::get({ShapedType::kDynamic, staticSizes[kk], valuesShape[1], valuesShape[2]}, elem);
       // The item in slot `slot` of this bucket, the row `i` of it that the
       // block reads, and whether `i` lies inside the item.
       Value first = lay.firsts[kk];
@@ -892,9 +894,6 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
         Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, len);
         return std::make_pair(row, valid);
       };
-      SmallVector<Value> dyn2{lay.counts[kk]};
-      if (ShapedType::isDynamic(staticSizes[kk]))
-        dyn2.push_back(sizes[kk]);
       auto slotInit = [&](Type type) {
         return emptyTensor(rewriter, loc, {ShapedType::kDynamic, staticSizes[kk]}, type, dyn2);
       };
@@ -903,9 +902,9 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
         // The source row and key mask of every slot [n, S], then IREE's
         // row gathers: IREE flattens a linalg.generic gather to one loop
         // over elements, with index arithmetic and a scalar load for each.
+        Value rowInit = slotInit(i64), maskInit = slotInit(rewriter.getI1Type());
         auto table = linalg::GenericOp::create(
-            rewriter, loc, TypeRange{slotInit(i64).getType(), slotInit(rewriter.getI1Type()).getType()}, ValueRange{},
-            ValueRange{slotInit(i64), slotInit(rewriter.getI1Type())},
+            rewriter, loc, TypeRange{rowInit.getType(), maskInit.getType()}, ValueRange{}, ValueRange{rowInit, maskInit},
             SmallVector<AffineMap>(2, rewriter.getMultiDimIdentityMap(2)),
             SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
             [&](OpBuilder &b, Location l, ValueRange) {
@@ -919,12 +918,13 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
                                          tensor::getMixedSize(rewriter, loc, q.values, 1),
                                          tensor::getMixedSize(rewriter, loc, q.values, 2)};
         auto block = [&](Value source) -> Value {
-          return tensor::ExpandShapeOp::create(rewriter, loc, blockInit.getType(), ireeGather(rewriter, loc, source, slots),
+          return tensor::ExpandShapeOp::create(rewriter, loc, blockType, ireeGather(rewriter, loc, source, slots),
                                                SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}}, sizes4)
               .getResult();
         };
         qb = block(q.values), kb = block(k), vb = block(v);
       } else {
+        Value blockInit = emptyTensor(rewriter, loc, blockType.getShape(), elem, dyn4);
         auto blocks = linalg::GenericOp::create(
             rewriter, loc, TypeRange(SmallVector<Type>(3, blockInit.getType())), ValueRange{},
             ValueRange{blockInit, blockInit, blockInit}, SmallVector<AffineMap>(3, rewriter.getMultiDimIdentityMap(4)),
@@ -987,12 +987,12 @@ private:
 
   /// Where the blocks lie. Host values: counts[k] = n_k, bases[k] = first
   /// output-slab row of bucket k (sum over j < k of n_j S_j), firsts[k] =
-  /// sum over j < k of n_j, sizes[k] = S_k, slabRows. Device tensors:
+  /// sum over j < k of n_j, sizes[k] = S_k. Device tensors:
   /// itemAt[j], the j-th non-empty item in (bucket, batch) order, and
   /// slabStart[b], the first output-slab row of item b.
   struct Layout {
     SmallVector<Value> counts, bases, firsts, sizes;
-    Value slabRows, itemAt, slabStart;
+    Value itemAt, slabStart;
     /// bases, firsts and sizes as [K] i64 tensors. slabStart reads them
     /// rather than the host values: captured scalars become push constants,
     /// and 13 buckets' worth exceeds IREE's CPU limit of 64 per dispatch.
@@ -1041,7 +1041,6 @@ private:
       base = arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, n, sizes[kk]));
       first = arith::AddIOp::create(b, loc, first, n);
     }
-    lay.slabRows = base;
     auto table = [&](ArrayRef<Value> values) -> Value {
       SmallVector<Value> asI64;
       for (Value x : values)

@@ -294,6 +294,8 @@ def _lower(program, work: Path, pipeline: str, flags: list[str], frozen: dict[st
             raise CompileError(f"invalid input IR:\n{e}") from None
         input_text = str(module)
         sigs = _signatures(module)
+        for name, indices in (frozen or {}).items():
+            sigs[name]["inputs"] = _unfrozen_inputs(sigs, name, indices)
         # The input is verified; the lowering may now emit ops for IREE that
         # this context does not know (iree_linalg_ext.attention).
         ctx.allow_unregistered_dialects = True
@@ -304,24 +306,7 @@ def _lower(program, work: Path, pipeline: str, flags: list[str], frozen: dict[st
             repro = _reproducer(work, "lower", input_text, pipeline, flags, str(e))
             raise CompileError(f"lowering failed (reproducer: {repro}):\n{e}", repro) from None
         for name, indices in (frozen or {}).items():
-            if name not in sigs:
-                raise ValueError(f"frozen: no public function named {name!r} (have {', '.join(sigs)})")
-            # Lowered arguments: a ragged input takes 1 + (its partitions).
-            kept, dense, at = [], set(), 0
-            for desc in sigs[name]["inputs"]:
-                if desc["kind"] == "tensor":
-                    dense.add(at)
-                if not (desc["kind"] == "tensor" and at in indices):
-                    kept.append(desc)
-                at += 1 + len(desc["symbols"]) if desc["kind"] == "ragged" else 1
-            for i in indices:
-                if i not in dense:
-                    raise ValueError(
-                        f"frozen: argument {i} of {name!r} (after lowering) is not a dense tensor argument; "
-                        f"those are {sorted(dense)}"
-                    )
             _freeze(module, name, indices)
-            sigs[name]["inputs"] = kept
         return str(module), (input_text, sigs)
 
 
@@ -334,6 +319,28 @@ def parameter_key(function: str, index: int) -> str:
     return f"{function}.arg{index}"
 
 
+def _unfrozen_inputs(sigs: dict, name: str, indices: Sequence[int]) -> list[dict]:
+    """The inputs of ``name`` that stay arguments when the lowered arguments
+    ``indices`` are frozen; each must be a dense tensor input (a ragged
+    input lowers to 1 + (its partitions) arguments)."""
+    if name not in sigs:
+        raise ValueError(f"frozen: no public function named {name!r} (have {', '.join(sigs)})")
+    kept, dense, at = [], set(), 0
+    for desc in sigs[name]["inputs"]:
+        if desc["kind"] == "tensor":
+            dense.add(at)
+        if not (desc["kind"] == "tensor" and at in indices):
+            kept.append(desc)
+        at += 1 + len(desc["symbols"]) if desc["kind"] == "ragged" else 1
+    for i in indices:
+        if i not in dense:
+            raise ValueError(
+                f"frozen: argument {i} of {name!r} (after lowering) is not a dense tensor argument; "
+                f"those are {sorted(dense)}"
+            )
+    return kept
+
+
 def _freeze(module, name: str, indices: Sequence[int]) -> None:
     """Moves arguments ``indices`` of the lowered function ``name`` into IREE
     parameters: ``name`` becomes a wrapper that loads them from globals
@@ -344,18 +351,13 @@ def _freeze(module, name: str, indices: Sequence[int]) -> None:
     from . import ir
     from .dialects import func
 
-    fns = [op for op in module.body.operations if isinstance(op, func.FuncOp)]
-    fn = next((op for op in fns if op.name.value == name), None)
-    if fn is None:
-        raise ValueError(f"frozen: no function named {name!r} in the program")
+    # `name` is public and `indices` are dense inputs (_unfrozen_inputs).
+    fn = next(op for op in module.body.operations if isinstance(op, func.FuncOp) and op.name.value == name)
     inputs = [str(t) for t in fn.type.inputs]
     results = [str(t) for t in fn.type.results]
     for i in indices:
-        if not 0 <= i < len(inputs) or not inputs[i].startswith("tensor<") or "?" in inputs[i]:
-            raise ValueError(
-                f"frozen: argument {i} of {name!r} must be a statically shaped tensor argument "
-                f"(the lowered function takes {', '.join(inputs)})"
-            )
+        if "?" in inputs[i]:
+            raise ValueError(f"frozen: argument {i} of {name!r} must be statically shaped, got {inputs[i]}")
     impl = f"{name}__frozen_impl"
     fn.operation.attributes["sym_name"] = ir.StringAttr.get(impl)
     fn.operation.attributes["sym_visibility"] = ir.StringAttr.get("private")

@@ -403,9 +403,10 @@ def compile_fx_graph(
         bindings[key] = ([weakref.ref(t) for t in tensors], versions, module)
         return module
 
+    skip = set(frozen)
+
     def run(*args):
         module = module_for(args) if frozen else compiled
-        skip = set(frozen)
         flat = []
         for i, a in enumerate(args):
             if i in skip:
