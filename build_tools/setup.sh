@@ -28,14 +28,15 @@ if [ "${WITH_TORCH:-0}" = 1 ]; then
 fi
 
 site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-if [ ! -f build/build.ninja ]; then
-  cmake -G Ninja -S . -B build \
+# Configuring again is quick and picks up new Python modules.
+cmake_generator=()
+[ -f build/CMakeCache.txt ] || cmake_generator=(-G Ninja)
+cmake "${cmake_generator[@]}" -S . -B build \
     -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR="$site/mlir/lib/cmake/mlir" \
     -DLLVM_DIR="$site/llvm/lib/cmake/llvm" \
     -DLLVM_EXTERNAL_LIT="$root/.venv/bin/lit" \
     -DPython3_EXECUTABLE="$root/.venv/bin/python" \
-    -Dnanobind_DIR="$(python -m nanobind --cmake_dir)"
-fi
+    -Dnanobind_DIR="$(python -m nanobind --cmake_dir)" >/dev/null
 cmake --build build -j "$jobs"
 echo "ragged-mlir built: build/bin/ragged-opt, Python package in build/python_packages"
