@@ -32,9 +32,14 @@ __all__ = [
     "TensorValue",
     "ragged",
     "tensor",
+    "apply",
     "attention",
-    "gather",
     "concat",
+    "from_padded",
+    "gather",
+    "match",
+    "pack",
+    "scores",
     "split",
 ]
 
@@ -62,14 +67,20 @@ class _Spec:
         if self.kind == "tensor":
             shape = [ir.ShapedType.get_dynamic_size() if d is None else d for d in self.dims]
             return ir.RankedTensorType.get(shape, elem)
-        dims = []
-        for d in self.dims:
-            if isinstance(d, str):
-                sym, _, parent = d.partition("(")
-                dims.append(ragged_d.Ragged(sym.strip(), parent.rstrip(")").strip() or None))
-            else:
-                dims.append(d)
-        return ragged_d.RaggedTensorType.get(self.batch, dims, elem)
+        return ragged_d.RaggedTensorType.get(self.batch, _ragged_dims(self.dims), elem)
+
+
+def _ragged_dims(dims: Sequence[int | str | None]) -> list:
+    """Item dims of :func:`ragged` (``"T(S)"`` for a nested dim) as
+    :class:`ragged_mlir.dialects.ragged.Ragged` markers and sizes."""
+    out = []
+    for d in dims:
+        if isinstance(d, str):
+            sym, _, parent = d.partition("(")
+            out.append(ragged_d.Ragged(sym.strip(), parent.rstrip(")").strip() or None))
+        else:
+            out.append(d)
+    return out
 
 
 def ragged(batch: int | None, *dims: int | str | None, dtype: str = "f32") -> _Spec:
@@ -83,13 +94,25 @@ def tensor(*dims: int | None, dtype: str = "f32") -> _Spec:
 
 
 def _create(name: str, results: Sequence[ir.Type], operands: Sequence, attributes: dict | None = None):
+    """Creates one op and verifies it at once, so that a type error is a
+    ValueError at the builder call that made it (not at module_text)."""
     op = ir.Operation.create(
         name,
         results=list(results),
         operands=[o.value if isinstance(o, _Value) else o for o in operands],
         attributes=attributes or {},
     )
+    try:
+        op.verify()
+    except ir.MLIRError as e:
+        op.erase()
+        raise ValueError("; ".join(str(d.message) for d in e.error_diagnostics) or str(e)) from None
     return op
+
+
+def _require(value, cls: type, what: str) -> None:
+    if not isinstance(value, cls):
+        raise TypeError(f"{what}: expected a {cls.__name__}, got {type(value).__name__}")
 
 
 def _wrap(value: ir.Value) -> _Value:
@@ -123,6 +146,23 @@ def _enum(kind: str, value: str) -> ir.Attribute:
 
 def _float_attr(ty: ir.Type, v: float) -> ir.Attribute:
     return ir.FloatAttr.get(ty, float(v))
+
+
+def _scalar_attr(ty: ir.Type, v: float, what: str) -> ir.Attribute:
+    """``v`` as an attribute of the element type ``ty`` (float or integer)."""
+    if isinstance(ty, ir.IntegerType):
+        if isinstance(v, float) and not v.is_integer():
+            raise ValueError(f"{what}: expected an integer for element type {ty}, got {v!r}")
+        return ir.IntegerAttr.get(ty, int(v))
+    return _float_attr(ty, v)
+
+
+def _dynamic(d: int | None) -> int:
+    return ir.ShapedType.get_dynamic_size() if d is None else d
+
+
+def _tensor_dims(t: ir.RankedTensorType) -> list[int | None]:
+    return [None if t.is_dynamic_dim(i) else t.shape[i] for i in range(t.rank)]
 
 
 def _ragged_type(base: ragged_d.RaggedTensorType, dims, element_type=None) -> ir.Type:
@@ -199,7 +239,10 @@ class RaggedValue(_Value):
 
     # per token -----------------------------------------------------------
     def matmul(self, weight: TensorValue) -> RaggedValue:
+        _require(weight, TensorValue, "weight")
         wt = weight.type
+        if wt.rank != 2:
+            raise ValueError(f"weight: expected a [K, N] tensor, got {wt}")
         dims = list(self.rtype.dims)
         dims[-1] = None if wt.is_dynamic_dim(1) else wt.shape[1]
         return _wrap(_create("ragged.matmul", [_ragged_type(self.rtype, dims)], [self, weight]).result)
@@ -207,12 +250,21 @@ class RaggedValue(_Value):
     __matmul__ = matmul
 
     def layer_norm(self, gamma: TensorValue, beta: TensorValue, epsilon: float = 1e-5) -> RaggedValue:
+        _require(gamma, TensorValue, "gamma")
+        _require(beta, TensorValue, "beta")
         attrs = {"epsilon": _float_attr(ir.F64Type.get(), epsilon)}
         return _wrap(_create("ragged.layer_norm", [self.type], [self, gamma, beta], attrs).result)
 
     # per segment ---------------------------------------------------------
     def reduce(self, kind: str, empty: float | None = None) -> _Value:
-        """sum | mean | max | min over the innermost ragged dim."""
+        """sum | mean | max | min over the innermost ragged dim; ``empty`` is
+        the result of an empty segment (0 by default for sum and mean; max
+        and min need it, e.g. ``-math.inf``)."""
+        kinds = ("sum", "mean", "max", "min")
+        if kind not in kinds:
+            raise ValueError(f"kind: expected one of {kinds}, got {kind!r}")
+        if empty is None and kind in ("max", "min"):
+            raise ValueError(f"empty: reduce {kind!r} needs the value of an empty segment (e.g. -math.inf)")
         t = self.rtype
         dims = list(t.dims)
         last = max(i for i, d in enumerate(dims) if isinstance(d, ragged_d.Ragged))
@@ -235,8 +287,9 @@ class RaggedValue(_Value):
     def reshape(self, *dims: int) -> RaggedValue:
         """New trailing dims for every row, e.g. ``[B, L(b), 384]`` ->
         ``reshape(12, 32)`` -> ``[B, L(b), 12, 32]`` (multi-head split) and
-        back: ``ragged.values``, a collapse and/or expand of the packed
-        values, and ``ragged.pack`` with the same offsets (no data moves)."""
+        back; ``reshape()`` of one element per row gives ``[B, L(b)]``:
+        ``ragged.values``, a collapse and/or expand of the packed values,
+        and ``ragged.pack`` with the same offsets (no data moves)."""
         from .dialects import ragged as rd
         from .dialects import tensor as td
 
@@ -245,7 +298,7 @@ class RaggedValue(_Value):
         if not (isinstance(item[0], ragged_d.Ragged) and all(isinstance(d, int) for d in item[1:])):
             raise ValueError(f"reshape: needs [B, L(b), static dims...], got {self.type}")
         trailing = list(item[1:])
-        if not dims or any(not isinstance(d, int) or d <= 0 for d in dims):
+        if any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in dims):
             raise ValueError(f"dims: expected positive ints, got {dims}")
         if math.prod(dims) != math.prod(trailing):
             raise ValueError(f"dims: {dims} do not hold the {math.prod(trailing)} elements of {trailing}")
@@ -255,34 +308,63 @@ class RaggedValue(_Value):
         values = rd.values(ir.RankedTensorType.get([dyn, *trailing], elem), self.value)
         offsets = rd.offsets(ir.RankedTensorType.get([dyn], i64), self.value, item[0].symbol)
 
-        def groups(n: int) -> ir.ArrayAttr:  # [[0], [1, ..., n]]
-            return ir.ArrayAttr.get(
-                [
-                    ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g])
-                    for g in ([0], list(range(1, n + 1)))
-                ]
-            )
+        def groups(*gs: list[int]) -> ir.ArrayAttr:
+            return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g]) for g in gs])
 
+        def rows() -> ir.Value:
+            return td.dim(values, _index_constant(0))
+
+        # [rows, trailing...] -> [rows, flat] -> [rows, dims...]
         flat = math.prod(trailing)
+        flat_type = ir.RankedTensorType.get([dyn, flat], elem)
         if len(trailing) > 1:
             values = td.CollapseShapeOp(
-                ir.RankedTensorType.get([dyn, flat], elem), values, groups(len(trailing))
+                flat_type, values, groups([0], list(range(1, len(trailing) + 1)))
             ).result
+        elif not trailing:
+            values = td.ExpandShapeOp(flat_type, values, groups([0, 1]), [rows()], [dyn, 1]).result
+        out = ir.RankedTensorType.get([dyn, *dims], elem)
         if len(dims) > 1:
-            rows = td.dim(values, _index_constant(0))
-            out = ir.RankedTensorType.get([dyn, *dims], elem)
-            values = td.ExpandShapeOp(out, values, groups(len(dims)), [rows], [dyn, *dims]).result
+            values = td.ExpandShapeOp(
+                out, values, groups([0], list(range(1, len(dims) + 1))), [rows()], [dyn, *dims]
+            ).result
+        elif not dims:
+            values = td.CollapseShapeOp(out, values, groups([0, 1])).result
         result = ragged_d.RaggedTensorType.get(t.batch_size, [item[0], *dims], elem, t.encoding)
         return _wrap(rd.pack(result, values, [offsets]))
 
     def to_padded(self, padding: float = 0.0) -> TensorValue:
+        """``[batch, item dims...]``, every ragged dim padded with ``padding``
+        to its largest extent."""
         t = self.rtype
         dyn = ir.ShapedType.get_dynamic_size()
         shape = [dyn if t.batch_size is None else t.batch_size]
         shape += [dyn if d is None or isinstance(d, ragged_d.Ragged) else d for d in t.dims]
         result = ir.RankedTensorType.get(shape, t.element_type)
-        attrs = {"padding": _float_attr(t.element_type, padding)}
+        attrs = {"padding": _scalar_attr(t.element_type, padding, "padding")}
         return _wrap(_create("ragged.to_padded", [result], [self], attrs).result)
+
+    def values(self) -> TensorValue:
+        """The packed values buffer ``[rows, trailing dense dims...]``."""
+        t = self.rtype
+        last = max(i for i, d in enumerate(t.dims) if isinstance(d, ragged_d.Ragged))
+        shape = [ir.ShapedType.get_dynamic_size()] + [_dynamic(d) for d in t.dims[last + 1 :]]
+        result = ir.RankedTensorType.get(shape, t.element_type)
+        return _wrap(_create("ragged.values", [result], [self]).result)
+
+    def offsets(self, symbol: str) -> TensorValue:
+        """The int64 offsets of ``symbol`` (``n + 1`` for ``n`` outer items)."""
+        t = self.rtype
+        if symbol not in t.symbols:
+            raise ValueError(
+                f"symbol: expected one of {t.distinct_symbols} (the ragged dims of {t}), got {symbol!r}"
+            )
+        parent = next(d.parent for d in t.dims if isinstance(d, ragged_d.Ragged) and d.symbol == symbol)
+        n = t.batch_size if parent is None else None
+        shape = [ir.ShapedType.get_dynamic_size() if n is None else n + 1]
+        result = ir.RankedTensorType.get(shape, ir.IntegerType.get_signless(64))
+        attrs = {"symbol": ir.StringAttr.get(symbol)}
+        return _wrap(_create("ragged.offsets", [result], [self], attrs).result)
 
     def mask(self) -> TensorValue:
         t = self.rtype
@@ -292,18 +374,49 @@ class RaggedValue(_Value):
         return _wrap(_create("ragged.mask", [result], [self]).result)
 
 
+def _attention_attrs(scale: float, causal: bool) -> dict:
+    attrs = {"scale": _float_attr(ir.F64Type.get(), scale)}
+    if causal:
+        attrs["causal"] = ir.UnitAttr.get()
+    return attrs
+
+
 def attention(
     q: RaggedValue, k: RaggedValue, v: RaggedValue, scale: float = 1.0, causal: bool = False
 ) -> RaggedValue:
     """softmax(scale * q kᵀ [+ causal mask]) v on [B, L(b), heads, head_dim]."""
-    attrs = {"scale": _float_attr(ir.F64Type.get(), scale)}
-    if causal:
-        attrs["causal"] = ir.UnitAttr.get()
-    return _wrap(_create("ragged.attention", [q.type], [q, k, v], attrs).result)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _require(x, RaggedValue, name)
+    return _wrap(_create("ragged.attention", [q.type], [q, k, v], _attention_attrs(scale, causal)).result)
+
+
+def scores(q: RaggedValue, k: RaggedValue, scale: float = 1.0, causal: bool = False) -> RaggedValue:
+    """``scale * q . k`` per item and head: ``[B, L(b), H, d]`` twice ->
+    ``[B, L(b), L(b), H]`` (``-inf`` above the diagonal when ``causal``)."""
+    _require(q, RaggedValue, "q")
+    _require(k, RaggedValue, "k")
+    t = q.rtype
+    dims = t.dims
+    if len(dims) != 3 or not isinstance(dims[0], ragged_d.Ragged):
+        raise ValueError(f"q: expected [B, L(b), heads, head_dim], got {t}")
+    result = _ragged_type(t, [dims[0], dims[0], dims[1]])
+    return _wrap(_create("ragged.scores", [result], [q, k], _attention_attrs(scale, causal)).result)
+
+
+def apply(weights: RaggedValue, values: RaggedValue) -> RaggedValue:
+    """Per item and head, ``weights [B, L(b), L(b), H]`` times
+    ``values [B, L(b), H, d]`` -> ``[B, L(b), H, d]``."""
+    _require(weights, RaggedValue, "weights")
+    _require(values, RaggedValue, "values")
+    return _wrap(_create("ragged.apply", [values.type], [weights, values]).result)
 
 
 def gather(table: TensorValue, ids: RaggedValue) -> RaggedValue:
     """Embedding lookup of ragged int64 ids."""
+    _require(table, TensorValue, "table")
+    _require(ids, RaggedValue, "ids")
+    if table.type.rank != 2:
+        raise ValueError(f"table: expected a [V, D] tensor, got {table.type}")
     t = ids.rtype
     width = table.type.shape[1] if not table.type.is_dynamic_dim(1) else None
     result = _ragged_type(t, list(t.dims) + [width], table.type.element_type)
@@ -312,19 +425,69 @@ def gather(table: TensorValue, ids: RaggedValue) -> RaggedValue:
 
 def concat(a: RaggedValue, b: RaggedValue, symbol: str) -> RaggedValue:
     """Per-item concatenation; the result's ragged dim gets the fresh ``symbol``."""
+    _require(a, RaggedValue, "a")
+    _require(b, RaggedValue, "b")
     dims = [ragged_d.Ragged(symbol)] + list(a.rtype.dims[1:])
     return _wrap(_create("ragged.concat", [_ragged_type(a.rtype, dims)], [a, b]).result)
 
 
 def split(x: RaggedValue, lengths: TensorValue, symbols: tuple[str, str]) -> tuple[RaggedValue, RaggedValue]:
     """Per-item split at ``lengths``; the two parts get the fresh ``symbols``."""
+    _require(x, RaggedValue, "x")
+    _require(lengths, TensorValue, "lengths")
+    if len(symbols) != 2:
+        raise ValueError(f"symbols: expected two fresh symbols (head, tail), got {symbols!r}")
     types = [_ragged_type(x.rtype, [ragged_d.Ragged(s)] + list(x.rtype.dims[1:])) for s in symbols]
     op = _create("ragged.split", types, [x, lengths])
     return _wrap(op.results[0]), _wrap(op.results[1])
 
 
+def pack(values: TensorValue, partitions: Sequence[TensorValue], spec: _Spec) -> RaggedValue:
+    """Wraps a packed ``values`` buffer and one int64 offsets tensor per
+    distinct symbol of ``spec`` (a :func:`ragged` spec; its dtype must be
+    that of ``values``) into a ragged tensor. No data moves; the offsets
+    must describe ``values`` (the op cannot check them)."""
+    _require(values, TensorValue, "values")
+    if not isinstance(spec, _Spec) or spec.kind != "ragged":
+        raise TypeError(f"spec: expected a ragged(...) spec, got {spec!r}")
+    for i, p in enumerate(partitions):
+        _require(p, TensorValue, f"partitions[{i}]")
+    result = spec.mlir_type()
+    if result.element_type != values.type.element_type:
+        raise ValueError(
+            f"spec: dtype {spec.dtype} does not match the values' element type {values.type.element_type}"
+        )
+    return _wrap(_create("ragged.pack", [result], [values, *partitions]).result)
+
+
+def from_padded(padded: TensorValue, lengths: Sequence[TensorValue], *dims: int | str | None) -> RaggedValue:
+    """The first ``lengths[b]`` slots of each item of ``padded``
+    ``[batch, dims...]``: ``dims`` are the item dims as in :func:`ragged`
+    (a string for each ragged dim), one ``lengths`` tensor per distinct
+    symbol, in order of first appearance."""
+    _require(padded, TensorValue, "padded")
+    for i, n in enumerate(lengths):
+        _require(n, TensorValue, f"lengths[{i}]")
+    pt = padded.type
+    if pt.rank != len(dims) + 1:
+        raise ValueError(f"dims: expected {pt.rank - 1} item dims for padded {pt}, got {len(dims)}")
+    batch = None if pt.is_dynamic_dim(0) else pt.shape[0]
+    result = ragged_d.RaggedTensorType.get(batch, _ragged_dims(dims), pt.element_type)
+    return _wrap(_create("ragged.from_padded", [result], [padded, *lengths]).result)
+
+
+def match(source: RaggedValue, reference: RaggedValue) -> RaggedValue:
+    """``source`` retyped with the symbols of ``reference`` after a run-time
+    check that their partitions are equal (a mismatch fails the call)."""
+    _require(source, RaggedValue, "source")
+    _require(reference, RaggedValue, "reference")
+    result = _ragged_type(reference.rtype, reference.rtype.dims, source.rtype.element_type)
+    return _wrap(_create("ragged.match", [result], [source, reference]).result)
+
+
 class Program:
-    """A module being built: add functions with :meth:`func`."""
+    """A module being built: add functions with :meth:`func` (or
+    :meth:`define`, which takes the name and the inputs as arguments)."""
 
     def __init__(self):
         self.context = ir.Context()
@@ -341,21 +504,45 @@ class Program:
                 raise ValueError(
                     f"inputs: {fn.__name__}'s parameters {names} must each have a spec, got {sorted(inputs)}"
                 )
-            with self.context, ir.Location.unknown():
-                arg_types = [inputs[n].mlir_type() for n in names]
-                with ir.InsertionPoint(self.module.body):
-                    f = func_d.FuncOp(fn.__name__, (arg_types, []))
-                    block = f.add_entry_block()
-                with ir.InsertionPoint(block):
-                    out = fn(*[_wrap(a) for a in block.arguments])
-                    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-                    func_d.ReturnOp([o.value for o in outs])
-                f.attributes["function_type"] = ir.TypeAttr.get(
-                    ir.FunctionType.get(arg_types, [o.type for o in outs])
-                )
+            self.define(fn.__name__, [(n, inputs[n]) for n in names], fn)
             return fn
 
         return decorate
+
+    def define(
+        self, name: str, inputs: Sequence[tuple[str, _Spec]] | dict[str, _Spec], body: Callable
+    ) -> None:
+        """Adds the function ``name`` whose arguments are ``inputs`` (names
+        and specs, in order); ``body`` is called with one value per input,
+        positionally, and returns one value or a tuple of values."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"name: expected an identifier, got {name!r}")
+        with self.context:
+            taken = [str(op.attributes["sym_name"]).strip('"') for op in self.module.body.operations]
+        if name in taken:
+            raise ValueError(f"name: the module already has a function {name!r}")
+        pairs = list(inputs.items()) if isinstance(inputs, dict) else list(inputs)
+        for n, spec in pairs:
+            if not isinstance(spec, _Spec):
+                raise TypeError(f"inputs[{n!r}]: expected a ragged(...) or tensor(...) spec, got {spec!r}")
+        with self.context, ir.Location.unknown():
+            arg_types = [spec.mlir_type() for _, spec in pairs]
+            with ir.InsertionPoint(self.module.body):
+                f = func_d.FuncOp(name, (arg_types, []))
+                block = f.add_entry_block()
+            try:
+                with ir.InsertionPoint(block):
+                    out = body(*[_wrap(a) for a in block.arguments])
+                    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+                    for i, o in enumerate(outs):
+                        _require(o, _Value, f"{name}: result {i}")
+                    func_d.ReturnOp([o.value for o in outs])
+            except BaseException:
+                f.operation.erase()
+                raise
+            f.attributes["function_type"] = ir.TypeAttr.get(
+                ir.FunctionType.get(arg_types, [o.type for o in outs])
+            )
 
     def module_text(self) -> str:
         with self.context:
