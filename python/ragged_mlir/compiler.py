@@ -106,6 +106,10 @@ class CompileOptions:
     keep_intermediates: keep the input, lowered IR and flags in ``work_dir``.
     work_dir: where intermediates and reproducers go (default: a fresh
         temporary directory per compile).
+    passthrough_dialects: dialects whose ops the input may hold in generic
+        form, unknown to ragged-mlir and left for IREE to lower (the torch
+        backend passes torch-mlir's ``tm_tensor``); any other unknown op is
+        an error.
     """
 
     target: Target | str = Target.LLVM_CPU
@@ -116,6 +120,7 @@ class CompileOptions:
     iree_attention: bool | None = None
     keep_intermediates: bool = False
     work_dir: str | None = None
+    passthrough_dialects: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         try:
@@ -224,9 +229,14 @@ def _np_dtype(element: str):
 # --------------------------------------------------------------------------
 
 
-def _parse(program, ctx):
+def _parse(program, ctx, passthrough: Sequence[str] = ()):
     from . import ir
 
+    if passthrough:
+        ctx.allow_unregistered_dialects = True
+        module = _parse(program, ctx)
+        _check_passthrough(module, passthrough)
+        return module
     if isinstance(program, ir.Module):
         return ir.Module.parse(str(program), ctx)
     text = program.module_text() if hasattr(program, "module_text") else program
@@ -235,6 +245,27 @@ def _parse(program, ctx):
             f"program: expected MLIR text, a ragged_mlir.ir.Module or a builders.Program, got {type(program).__name__}"
         )
     return ir.Module.parse(text, ctx)
+
+
+def _check_passthrough(module, passthrough: Sequence[str]) -> None:
+    """Every op of an unregistered dialect belongs to ``passthrough``."""
+    unknown: list[str] = []
+
+    def visit(op):
+        name = op.operation.name
+        if not op.context.is_registered_operation(name) and name.split(".", 1)[0] not in passthrough:
+            unknown.append(name)
+        for region in op.operation.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    visit(inner)
+
+    visit(module.operation)
+    if unknown:
+        raise CompileError(
+            f"invalid input IR: unknown ops {', '.join(sorted(set(unknown)))} "
+            f"(only ops of {', '.join(passthrough)} may pass through to IREE)"
+        )
 
 
 def _signatures(module) -> dict:
@@ -276,16 +307,23 @@ def lower(program, *, options: CompileOptions | None = None, work_dir: str | Non
     returns the lowered MLIR text."""
     options = options or CompileOptions()
     work = Path(work_dir or tempfile.mkdtemp(prefix="ragged-"))
-    text, _ = _lower(program, work, options.pipeline, options.flags())
+    text, _ = _lower(program, work, options.pipeline, options.flags(), None, options.passthrough_dialects)
     return text
 
 
-def _lower(program, work: Path, pipeline: str, flags: list[str], frozen: dict[str, list[int]] | None = None):
+def _lower(
+    program,
+    work: Path,
+    pipeline: str,
+    flags: list[str],
+    frozen: dict[str, list[int]] | None = None,
+    passthrough: Sequence[str] = (),
+):
     from . import ir, passmanager
 
     with ir.Context() as ctx, ir.Location.unknown():
         try:
-            module = _parse(program, ctx)
+            module = _parse(program, ctx, passthrough)
         except ir.MLIRError as e:
             raise CompileError(f"invalid input IR:\n{e}") from None
         try:
@@ -415,7 +453,9 @@ def compile(
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     frozen = {name: sorted(set(indices)) for name, indices in (frozen or {}).items() if indices}
-    lowered, (input_text, sigs) = _lower(program, work, options.pipeline, options.flags(), frozen)
+    lowered, (input_text, sigs) = _lower(
+        program, work, options.pipeline, options.flags(), frozen, options.passthrough_dialects
+    )
     flags = options.flags(lowered)
     t_lowered = time.perf_counter()
     try:

@@ -1,0 +1,246 @@
+"""Builds the ragged MLIR module of a planned graph, with the bindings.
+
+Each dense piece goes through torch-mlir's FX importer to linalg-on-tensors
+(LLVM 24) and crosses into our context (LLVM 22) as text; ops of dialects
+that only IREE knows (torch-mlir's ``tm_tensor.*``, e.g. attention) cross in
+generic form and stay opaque until IREE lowers them. Everything else,
+``main`` calling the pieces and the ragged ops between them, is built with
+the ``ragged_mlir`` bindings: a malformed op is a Python error at the line
+that made it.
+
+:data:`LOWERINGS` maps each ``torch.ops.ragged.*`` overload to the function
+that emits it; it is also what ``docs/torch.md`` lists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+import torch
+import torch.fx as fx
+
+from .. import ir
+from ..dialects import func, tensor
+from ..dialects import ragged as rd
+from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from .graph import DTYPES, DensePiece, Plan, RaggedStep, Unsupported, describe, value_of
+
+__all__ = ["LOWERINGS", "Lowering", "PASSTHROUGH_DIALECTS", "build_module", "import_dense"]
+
+#: Dialects torch-mlir may leave in linalg-on-tensors that IREE lowers itself.
+PASSTHROUGH_DIALECTS = ("tm_tensor",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    """How a ragged custom op becomes ragged-dialect ops."""
+
+    emit: Callable[[Emitter, fx.Node], ir.Value]
+    summary: str
+
+
+LOWERINGS: dict[torch._ops.OpOverload, Lowering] = {}
+
+
+def lowering(op: torch._ops.OpOverload, summary: str):
+    def register(fn):
+        LOWERINGS[op] = Lowering(fn, summary)
+        return fn
+
+    return register
+
+
+def element_type(dtype: torch.dtype) -> ir.Type:
+    name = DTYPES[dtype]
+    if name.startswith("f") or name == "bf16":
+        return {
+            "f16": ir.F16Type.get,
+            "bf16": ir.BF16Type.get,
+            "f32": ir.F32Type.get,
+            "f64": ir.F64Type.get,
+        }[name]()
+    return ir.IntegerType.get_signless(int(name[1:]))
+
+
+def tensor_type(val: torch.Tensor) -> ir.RankedTensorType:
+    dyn = ir.ShapedType.get_dynamic_size()
+    shape = [d if isinstance(d, int) else dyn for d in val.shape]
+    return ir.RankedTensorType.get(shape, element_type(val.dtype))
+
+
+def scalar_type(val) -> ir.Type:
+    if isinstance(val, (bool, torch.SymBool)):
+        return ir.IntegerType.get_signless(1)
+    if isinstance(val, (float, torch.SymFloat)):
+        return ir.F64Type.get()
+    return ir.IntegerType.get_signless(64)
+
+
+def value_type(node: fx.Node) -> ir.Type:
+    val = value_of(node)
+    return tensor_type(val) if isinstance(val, torch.Tensor) else scalar_type(val)
+
+
+class Emitter:
+    """State while ``main``'s body is built: values of graph nodes and one
+    ragged symbol per offsets node (same offsets node, provably the same
+    partition)."""
+
+    def __init__(self):
+        self.env: dict[fx.Node, ir.Value] = {}
+        self._symbols: dict[fx.Node, str] = {}
+
+    def __getitem__(self, node: fx.Node) -> ir.Value:
+        return self.env[node]
+
+    def cast(self, value: ir.Value, want: ir.Type) -> ir.Value:
+        if value.type == want:
+            return value
+        if isinstance(value.type, ir.RankedTensorType) and isinstance(want, ir.RankedTensorType):
+            return tensor.cast(want, value)
+        raise Unsupported(f"cannot pass a {value.type} where {want} is expected")
+
+    def symbol(self, offsets: fx.Node) -> str:
+        return self._symbols.setdefault(offsets, f"L{len(self._symbols)}")
+
+    def pack(self, values: fx.Node, offsets: fx.Node) -> ir.Value:
+        """``ragged.pack`` of packed values ``[rows, d...]`` over ``offsets``."""
+        vt = ir.RankedTensorType(self.env[values].type)
+        dense = [None if vt.is_dynamic_dim(i) else vt.shape[i] for i in range(1, vt.rank)]
+        rt = rd.RaggedTensorType.get(None, [rd.Ragged(self.symbol(offsets)), *dense], vt.element_type)
+        return rd.pack(rt, self.env[values], [self.env[offsets]])
+
+    def unpack(self, packed: ir.Value, node: fx.Node) -> ir.Value:
+        """The packed values of ``packed`` as ``node``'s type."""
+        rt = rd.RaggedTensorType(packed.type)
+        dyn = ir.ShapedType.get_dynamic_size()
+        dense = [dyn if d is None else d for d in rt.dense_dims]
+        values = rd.values(ir.RankedTensorType.get([dyn, *dense], rt.element_type), packed)
+        return self.cast(values, value_type(node))
+
+
+def _float(value: float, ty: ir.Type) -> ir.FloatAttr:
+    return ir.FloatAttr.get(ty, float(value))
+
+
+@lowering(torch.ops.ragged.segment_reduce.default, "sum / mean / max / min over each item's rows")
+def _segment_reduce(em: Emitter, node: fx.Node) -> ir.Value:
+    values, offsets, kind, empty = node.args
+    packed = em.pack(values, offsets)
+    rt = rd.RaggedTensorType(packed.type)
+    dyn = ir.ShapedType.get_dynamic_size()
+    result = ir.RankedTensorType.get(
+        [dyn] + [dyn if d is None else d for d in rt.dense_dims], rt.element_type
+    )
+    kind_attr = ir.Attribute.parse(f"#ragged.reduce_kind<{kind}>")
+    out = rd.reduce(result, kind_attr, packed, empty=_float(empty, rt.element_type))
+    return em.cast(out, value_type(node))
+
+
+@lowering(torch.ops.ragged.segment_softmax.default, "softmax over each item's rows, per column")
+def _segment_softmax(em: Emitter, node: fx.Node) -> ir.Value:
+    values, offsets = node.args
+    return em.unpack(rd.softmax(em.pack(values, offsets)), node)
+
+
+@lowering(torch.ops.ragged.attention.default, "softmax(scale q kᵀ [+ causal]) v per item and head")
+def _attention(em: Emitter, node: fx.Node) -> ir.Value:
+    q, k, v, offsets, scale, causal = node.args
+    packed = [em.pack(x, offsets) for x in (q, k, v)]
+    out = rd.attention(
+        *packed, scale=_float(scale, ir.F64Type.get()), causal=ir.UnitAttr.get() if causal else None
+    )
+    return em.unpack(out, node)
+
+
+# --------------------------------------------------------------------------
+# Dense pieces
+# --------------------------------------------------------------------------
+
+_OP_NAME = re.compile(r"'?(torch\.[a-z_]+\.[A-Za-z0-9_.]+)'?")
+
+
+def import_dense(piece: DensePiece, owner: fx.GraphModule) -> str:
+    """torch-mlir's import of ``piece`` to linalg-on-tensors, as text (generic
+    form when it holds ops of :data:`PASSTHROUGH_DIALECTS`)."""
+    try:
+        import torch_mlir.fx as tfx
+    except ImportError as e:
+        raise Unsupported("torch-mlir is not installed (pip install torch-mlir==20261001)") from e
+    sub = piece.graph_module(owner)
+    try:
+        module = tfx.stateless_fx_import(sub, output_type="linalg-on-tensors", model_name=piece.name)
+    except Exception as e:  # torch-mlir raises many kinds
+        text = str(e)
+        op = _OP_NAME.search(text)
+        first = next(
+            (ln.strip() for ln in text.splitlines() if "error" in ln), text.splitlines()[0] if text else ""
+        )
+        what = f"{op.group(1)}: " if op else ""
+        raise Unsupported(f"torch-mlir cannot lower {what}{first or type(e).__name__}") from e
+    text = str(module)
+    if any(f"{d}." in text for d in PASSTHROUGH_DIALECTS):
+        text = module.operation.get_asm(print_generic_op_form=True)
+    return text
+
+
+def build_module(plan: Plan, owner: fx.GraphModule) -> tuple[ir.Module, dict[str, str]]:
+    """``main`` (arguments ``plan.device_inputs``, results
+    ``plan.device_outputs``) plus one private function per dense piece, in
+    the current context (which must allow unregistered dialects); also
+    returns torch-mlir's text of each piece, by name."""
+    texts = {step.name: import_dense(step, owner) for step in plan.steps if isinstance(step, DensePiece)}
+    module = ir.Module.create()
+    callees: dict[str, func.FuncOp] = {}
+    for name, text in texts.items():
+        piece_module = ir.Module.parse(text)
+        for op in list(piece_module.body.operations):
+            if isinstance(op, func.FuncOp) or op.operation.name == "func.func":
+                op.operation.attributes["sym_visibility"] = ir.StringAttr.get("private")
+                callees[name] = op
+            module.body.append(op.detach_from_parent())
+
+    arg_types = [value_type(n) for n in plan.device_inputs]
+    result_types = [value_type(n) for n in plan.device_outputs]
+    with ir.InsertionPoint(module.body):
+        main = func.FuncOp("main", (arg_types, result_types))
+    block = main.add_entry_block()
+    em = Emitter()
+    for node, arg in zip(plan.device_inputs, block.arguments, strict=True):
+        em.env[node] = arg
+    with ir.InsertionPoint(block):
+        for step in plan.steps:
+            if isinstance(step, RaggedStep):
+                lower = LOWERINGS.get(step.node.target)
+                if lower is None:
+                    raise Unsupported("this ragged op has no lowering", step.node)
+                em.env[step.node] = lower.emit(em, step.node)
+                continue
+            callee = callees[step.name]
+            ftype = ir.FunctionType(ir.TypeAttr(callee.attributes["function_type"]).value)
+            if len(ftype.inputs) != len(step.inputs) or len(ftype.results) != len(step.outputs):
+                raise Unsupported(
+                    f"torch-mlir imported {step.name} with {len(ftype.inputs)} arguments and "
+                    f"{len(ftype.results)} results, expected {len(step.inputs)} and {len(step.outputs)}"
+                )
+            args = [em.cast(em[n], t) for n, t in zip(step.inputs, ftype.inputs, strict=True)]
+            call = func.CallOp(list(ftype.results), ir.FlatSymbolRefAttr.get(step.name), args)
+            for node, result in zip(step.outputs, call.results, strict=True):
+                em.env[node] = result
+        func.ReturnOp([em.cast(em[n], t) for n, t in zip(plan.device_outputs, result_types, strict=True)])
+    return module, texts
+
+
+def describe_steps(plan: Plan) -> list[str]:
+    """One line per step, for debug dumps."""
+    out = []
+    for step in plan.steps:
+        if isinstance(step, RaggedStep):
+            out.append(f"ragged: {describe(step.node)}")
+        else:
+            out.append(
+                f"{step.name}: {len(step.nodes)} nodes, {len(step.inputs)} in, {len(step.outputs)} out"
+            )
+    return out

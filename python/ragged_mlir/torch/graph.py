@@ -1,0 +1,408 @@
+"""What a graph from AOTAutograd holds, and how it splits for the compiler.
+
+A forward (or backward, or inference) graph mixes three kinds of nodes:
+
+* **device nodes**: ATen ops on tensors. Runs of them between ragged ops
+  become *dense pieces*, each imported by torch-mlir as one function.
+* **ragged nodes**: ``torch.ops.ragged.*`` calls, emitted as ragged-dialect
+  ops (see :mod:`ragged_mlir.torch.emit`).
+* **host nodes**: integer, float and bool arithmetic on sizes (``sym_size``,
+  ``s0 + 1``, ``sym_max``...) and assertions on them. Their values are
+  symbolic expressions over the graph's input sizes and SymInt inputs, so the
+  host evaluates them from the actual arguments at every call; the device
+  never computes a shape.
+
+:func:`plan_graph` classifies every node, checks that the graph holds only
+what the compiler handles (and raises :class:`Unsupported`, naming the node
+and the reason, otherwise), and returns a :class:`Plan`: the steps in order,
+what ``main`` takes and returns, and how each graph output is rebuilt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+__all__ = [
+    "DTYPES",
+    "DensePiece",
+    "Output",
+    "Plan",
+    "RaggedStep",
+    "SymbolTable",
+    "Unsupported",
+    "plan_graph",
+]
+
+#: Element types the compiled path takes and returns, as MLIR spells them.
+DTYPES = {
+    torch.float32: "f32",
+    torch.float64: "f64",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int16: "i16",
+    torch.int8: "i8",
+    torch.uint8: "i8",
+    torch.bool: "i1",
+}
+
+_SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+#: Host-only ops whose value is None: checks on sizes (evaluated on the host
+#: when their symbols are bound) and range hints (nothing to do at run time).
+_HOST_EFFECTS = {
+    torch.ops.aten._assert_scalar.default,
+    torch.ops.aten.sym_constrain_range.default,
+    torch.ops.aten.sym_constrain_range_for_size.default,
+}
+
+
+class Unsupported(Exception):
+    """The graph holds something the compiled path cannot run; the message
+    names the node and the reason."""
+
+    def __init__(self, reason: str, node: fx.Node | None = None):
+        self.reason = reason
+        self.node = node
+        super().__init__(f"{describe(node)}: {reason}" if node is not None else reason)
+
+
+def describe(node: fx.Node) -> str:
+    """``aten.foo.default`` (at model.py:12) for messages."""
+    target = node.target if node.op == "call_function" else node.op
+    name = getattr(target, "__name__", None) if not isinstance(target, torch._ops.OpOverload) else None
+    text = str(target) if name is None or name == "<lambda>" else name
+    where = ""
+    trace = node.meta.get("stack_trace")
+    if trace:
+        lines = [ln.strip() for ln in trace.strip().splitlines() if ln.strip().startswith("File ")]
+        if lines:
+            where = f" ({lines[-1]})"
+    return f"{text}{where}"
+
+
+def value_of(node: Any) -> Any:
+    """The fake value a node carries (``meta['val']``), or the constant itself."""
+    if isinstance(node, fx.Node):
+        return node.meta.get("val", node.meta.get("example_value"))
+    return node
+
+
+def is_scalar(val: Any) -> bool:
+    return isinstance(val, _SCALARS)
+
+
+def _is_nested_int(val: Any) -> bool:
+    return isinstance(val, torch.SymInt) and val.node.is_nested_int()
+
+
+# --------------------------------------------------------------------------
+# Host evaluation of sizes
+# --------------------------------------------------------------------------
+
+
+class SymbolTable:
+    """Binds the graph's size symbols to the actual arguments.
+
+    Every symbol that appears on its own as an input's dim size, or as a
+    SymInt / SymFloat / SymBool input, is read from the arguments of a call;
+    a host value is then its symbolic expression evaluated at those symbols.
+    Evaluations are cached per distinct binding (a model sees few)."""
+
+    def __init__(self, placeholders: Sequence[fx.Node]):
+        self._where: dict[Any, tuple[int, int | None]] = {}
+        for i, ph in enumerate(placeholders):
+            val = value_of(ph)
+            if isinstance(val, torch.Tensor):
+                for d, size in enumerate(val.shape):
+                    if isinstance(size, torch.SymInt) and not _is_nested_int(size):
+                        expr = size.node.expr
+                        if expr.is_Symbol:
+                            self._where.setdefault(expr, (i, d))
+            elif is_scalar(val) and not isinstance(val, (int, float, bool)) and not _is_nested_int(val):
+                expr = val.node.expr
+                if expr.is_Symbol:
+                    self._where.setdefault(expr, (i, None))
+
+    def evaluator(self, val: Any, node: fx.Node) -> Callable[[Sequence[Any]], Any]:
+        """A function of the call's arguments giving ``val`` (a scalar)."""
+        if isinstance(val, (bool, int, float)):
+            return lambda args: val
+        if _is_nested_int(val):
+            raise Unsupported(
+                "a nested-int size (the ragged dim of a PyTorch NJT) is needed at run time", node
+            )
+        expr = val.node.expr
+        missing = [s for s in expr.free_symbols if s not in self._where]
+        if missing:
+            raise Unsupported(
+                f"its value {expr} depends on {', '.join(map(str, missing))}, which no input size determines "
+                f"(a data-dependent size)",
+                node,
+            )
+        symbols = sorted(expr.free_symbols, key=str)
+        where = [self._where[s] for s in symbols]
+        cast = bool if isinstance(val, torch.SymBool) else float if isinstance(val, torch.SymFloat) else int
+        cache: dict[tuple, Any] = {}
+
+        def evaluate(args: Sequence[Any]) -> Any:
+            key = tuple(int(args[i]) if d is None else args[i].shape[d] for i, d in where)
+            out = cache.get(key)
+            if out is None:
+                out = cache[key] = cast(expr.xreplace(dict(zip(symbols, key, strict=True))))
+            return out
+
+        return evaluate
+
+
+# --------------------------------------------------------------------------
+# The plan
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class DensePiece:
+    """A run of device nodes imported as one function. ``inputs`` are nodes
+    of the graph (tensors, and scalars the host supplies); ``outputs`` are
+    its tensor nodes used after it."""
+
+    name: str
+    nodes: list[fx.Node]
+    inputs: list[fx.Node] = dataclasses.field(default_factory=list)
+    outputs: list[fx.Node] = dataclasses.field(default_factory=list)
+
+    def graph_module(self, owner: fx.GraphModule) -> fx.GraphModule:
+        """The piece as a GraphModule of its own (constants copied from ``owner``)."""
+        g = fx.Graph()
+        env: dict[fx.Node, fx.Node] = {}
+        for node in self.inputs:
+            ph = g.placeholder(node.name)
+            ph.meta = dict(node.meta)
+            env[node] = ph
+        for node in self.nodes:
+            env[node] = g.node_copy(node, lambda a: env[a])
+        g.output(tuple(env[n] for n in self.outputs))
+        return fx.GraphModule(owner, g)
+
+
+@dataclasses.dataclass
+class RaggedStep:
+    """One ``torch.ops.ragged.*`` node."""
+
+    node: fx.Node
+
+
+@dataclasses.dataclass
+class Output:
+    """How one graph output is rebuilt: ``kind`` is ``device`` (result
+    ``index`` of ``main``), ``input`` (argument ``index`` itself), ``host``
+    (``evaluate(args)``) or ``constant`` (``value``)."""
+
+    kind: str
+    index: int = -1
+    evaluate: Callable[[Sequence[Any]], Any] | None = None
+    value: Any = None
+
+
+@dataclasses.dataclass
+class Plan:
+    placeholders: list[fx.Node]
+    steps: list[DensePiece | RaggedStep]
+    #: ``main``'s arguments: tensor placeholders, then host scalars.
+    device_inputs: list[fx.Node]
+    device_outputs: list[fx.Node]
+    outputs: list[Output]
+    #: For each host scalar among ``device_inputs``: its evaluator.
+    host_values: dict[fx.Node, Callable[[Sequence[Any]], Any]]
+    #: Size checks evaluated on the host before each call.
+    host_checks: list[tuple[Callable[[Sequence[Any]], Any], str]]
+    symbols: SymbolTable
+
+    @property
+    def needs_device(self) -> bool:
+        return bool(self.device_outputs) or any(
+            isinstance(s, DensePiece) and not s.outputs for s in self.steps
+        )
+
+
+def _check_dtypes(node: fx.Node, val: Any) -> None:
+    vals = val if isinstance(val, (tuple, list)) else (val,)
+    for v in vals:
+        if isinstance(v, torch.Tensor):
+            if v.dtype not in DTYPES:
+                raise Unsupported(f"dtype {v.dtype} (supported: {', '.join(map(str, DTYPES))})", node)
+            if v.layout != torch.strided or v.is_nested:
+                raise Unsupported(f"a tensor of layout {v.layout}", node)
+            if v.is_quantized:
+                raise Unsupported("a quantized tensor", node)
+
+
+def _kind(node: fx.Node, is_ragged: Callable[[fx.Node], bool]) -> str:
+    """``placeholder``, ``constant``, ``ragged``, ``host`` or ``device``."""
+    if node.op == "placeholder":
+        return "placeholder"
+    if node.op == "get_attr":
+        return "constant"
+    if node.op != "call_function":
+        raise Unsupported(f"unexpected node kind {node.op}", node)
+    if is_ragged(node):
+        return "ragged"
+    val = value_of(node)
+    if node.target in _HOST_EFFECTS or is_scalar(val):
+        return "host"
+    if node.target is operator.getitem:
+        src = node.args[0]
+        if isinstance(src, fx.Node) and isinstance(value_of(src), (tuple, list)):
+            return "device"
+    if val is None and "val" not in node.meta:
+        schema = getattr(node.target, "_schema", None)
+        if schema is None or schema.returns:
+            raise Unsupported("no shape information (meta['val']) on this node", node)
+        # An op with no results (a runtime check on tensors): it runs on the device.
+    return "device"
+
+
+def plan_graph(gm: fx.GraphModule, is_ragged: Callable[[fx.Node], bool]) -> Plan:
+    """Classifies and splits ``gm`` (see the module docstring)."""
+    nodes = list(gm.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    output_node = next(n for n in nodes if n.op == "output")
+    symbols = SymbolTable(placeholders)
+    kinds: dict[fx.Node, str] = {}
+    for node in nodes:
+        if node.op == "output":
+            continue
+        kinds[node] = _kind(node, is_ragged)
+        _check_dtypes(node, value_of(node))
+
+    # Dense pieces: device nodes between ragged ops; a getitem stays with its source.
+    steps: list[DensePiece | RaggedStep] = []
+    piece_of: dict[fx.Node, DensePiece] = {}
+    current: DensePiece | None = None
+    for node in nodes:
+        kind = kinds.get(node)
+        if kind == "ragged":
+            steps.append(RaggedStep(node))
+            current = None
+        elif kind == "device":
+            src = node.args[0] if node.target is operator.getitem else None
+            if isinstance(src, fx.Node) and src in piece_of:
+                piece = piece_of[src]
+            else:
+                if current is None:
+                    current = DensePiece(f"dense_{len(steps)}", [])
+                    steps.append(current)
+                piece = current
+            piece.nodes.append(node)
+            piece_of[node] = piece
+
+    host_values: dict[fx.Node, Callable] = {}
+
+    def host_value(node: fx.Node) -> Callable:
+        if node not in host_values:
+            host_values[node] = symbols.evaluator(value_of(node), node)
+        return host_values[node]
+
+    # Inputs and outputs of pieces; what main takes.
+    tensor_inputs: list[fx.Node] = []
+    scalar_inputs: list[fx.Node] = []
+
+    def needs(node: fx.Node) -> None:
+        kind = kinds[node]
+        if kind == "placeholder":
+            val = value_of(node)
+            if isinstance(val, torch.Tensor):
+                if node not in tensor_inputs:
+                    tensor_inputs.append(node)
+                return
+            if _is_nested_int(val):
+                raise Unsupported(
+                    "a nested-int size (the ragged dim of a PyTorch NJT) is used on the device", node
+                )
+        if kind in ("placeholder", "host"):
+            host_value(node)
+            if node not in scalar_inputs:
+                scalar_inputs.append(node)
+
+    for step in steps:
+        if isinstance(step, RaggedStep):
+            for a in step.node.all_input_nodes:
+                if kinds[a] == "host" or (kinds[a] == "placeholder" and is_scalar(value_of(a))):
+                    raise Unsupported(
+                        f"a ragged op with a size argument ({a.name}) is not supported", step.node
+                    )
+                needs(a)
+            continue
+        inside = set(step.nodes)
+        constants: list[fx.Node] = []
+        for node in step.nodes:
+            for a in node.all_input_nodes:
+                if a in inside:
+                    continue
+                if kinds[a] == "constant":  # copied into every piece that reads it
+                    if a not in constants:
+                        constants.append(a)
+                    continue
+                needs(a)
+                if a not in step.inputs:
+                    step.inputs.append(a)
+        step.nodes[:0] = constants
+        for node in step.nodes:
+            used_later = any(
+                u.op == "output" or (kinds.get(u) in ("ragged", "device") and u not in inside)
+                for u in node.users
+            )
+            if used_later and isinstance(value_of(node), torch.Tensor):
+                step.outputs.append(node)
+
+    # Graph outputs.
+    device_outputs: list[fx.Node] = []
+    outputs: list[Output] = []
+    flat = output_node.args[0]
+    flat = flat if isinstance(flat, (tuple, list)) else (flat,)
+    for item in flat:
+        if not isinstance(item, fx.Node):
+            outputs.append(Output("constant", value=item))
+            continue
+        kind = kinds[item]
+        if kind == "placeholder":
+            outputs.append(Output("input", index=placeholders.index(item)))
+        elif kind == "host":
+            outputs.append(Output("host", evaluate=host_value(item)))
+        elif kind == "constant":
+            outputs.append(Output("constant", value=getattr(gm, item.target)))
+        else:
+            if not isinstance(value_of(item), torch.Tensor):
+                raise Unsupported(f"a graph output of type {type(value_of(item)).__name__}", item)
+            if item not in device_outputs:
+                device_outputs.append(item)
+            outputs.append(Output("device", index=device_outputs.index(item)))
+
+    host_checks = []
+    for node in nodes:
+        if kinds.get(node) == "host" and node.target is torch.ops.aten._assert_scalar.default:
+            cond = node.args[0]
+            msg = node.args[1] if len(node.args) > 1 else "a size check failed"
+            try:
+                check = host_value(cond) if isinstance(cond, fx.Node) else (lambda args, c=cond: c)
+            except Unsupported:
+                continue  # Dynamo guarded it already; nothing the host can evaluate
+            host_checks.append((check, str(msg)))
+
+    return Plan(
+        placeholders=placeholders,
+        steps=[s for s in steps if not isinstance(s, DensePiece) or s.nodes],
+        device_inputs=tensor_inputs + scalar_inputs,
+        device_outputs=device_outputs,
+        outputs=outputs,
+        host_values=host_values,
+        host_checks=host_checks,
+        symbols=symbols,
+    )

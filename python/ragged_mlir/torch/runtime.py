@@ -1,0 +1,123 @@
+"""Calling a compiled graph: torch arguments in, torch results out.
+
+Tensors cross to IREE without a copy on CPU (see
+:class:`ragged_mlir.compiler.HostImporter`); sizes the graph computes on the
+host are evaluated from the arguments (:class:`~.graph.SymbolTable`);
+outputs that are inputs, sizes or constants never touch the device.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .graph import Plan
+
+__all__ = ["CompiledGraph"]
+
+
+def _version(t: torch.Tensor):
+    try:
+        return t._version
+    except RuntimeError:  # inference tensors keep no version counter
+        return None
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    return t.contiguous().numpy()
+
+
+def to_torch(array) -> torch.Tensor:
+    host = array if isinstance(array, np.ndarray) else np.asarray(array.to_host())
+    return torch.from_numpy(host)
+
+
+class _Parameters:
+    """One bound module per set of frozen tensors (the instances of one layer
+    share a graph): keyed by the tensors' ids, checked against weak
+    references and version counters, so an in-place update rebinds."""
+
+    def __init__(self, compiled, positions: Sequence[int], keys: Sequence[str]):
+        self._compiled = compiled
+        self._positions = list(positions)
+        self._keys = list(keys)
+        self._bindings: dict[tuple[int, ...], tuple[list, list, Any]] = {}
+
+    def module_for(self, args: Sequence[Any]):
+        tensors = [args[i] for i in self._positions]
+        key = tuple(id(t) for t in tensors)
+        versions = [_version(t) for t in tensors]
+        entry = self._bindings.get(key)
+        same = entry is not None and all(r() is t for r, t in zip(entry[0], tensors, strict=True))
+        if same and None not in versions and entry[1] == versions:
+            return entry[2]
+        arrays = {k: to_numpy(t) for k, t in zip(self._keys, tensors, strict=True)}
+        if same:
+            entry[2].bind_parameters(arrays)
+            module = entry[2]
+        else:
+            for k in [k for k, (refs, _, _) in self._bindings.items() if any(r() is None for r in refs)]:
+                del self._bindings[k]
+            module = self._compiled.with_parameters(arrays)
+        self._bindings[key] = ([weakref.ref(t) for t in tensors], versions, module)
+        return module
+
+
+class CompiledGraph:
+    """The callable a graph compiles to: same flat arguments and results as
+    the FX graph."""
+
+    def __init__(self, plan: Plan, compiled=None, frozen: Sequence[int] = (), parameter_keys=()):
+        self.plan = plan
+        self.compiled_module = compiled
+        index = {node: i for i, node in enumerate(plan.placeholders)}
+        frozen_set = set(frozen)
+        # main's arguments, frozen ones left out: ("arg", placeholder) or ("host", evaluate).
+        self._inputs: list[tuple[str, Any]] = []
+        for k, node in enumerate(plan.device_inputs):
+            if k in frozen_set:
+                continue
+            if node in plan.host_values:
+                self._inputs.append(("host", plan.host_values[node]))
+            else:
+                self._inputs.append(("arg", index[node]))
+        positions = [index[plan.device_inputs[k]] for k in sorted(frozen_set)]
+        self._parameters = _Parameters(compiled, positions, parameter_keys) if frozen_set else None
+        self.timings: dict[str, float] = {}
+
+    def __call__(self, *args):
+        plan = self.plan
+        for check, message in plan.host_checks:
+            if not check(args):
+                raise RuntimeError(f"ragged backend: {message}")
+        results: list[torch.Tensor] = []
+        if self.compiled_module is not None:
+            module = self._parameters.module_for(args) if self._parameters else self.compiled_module
+            flat = []
+            for kind, what in self._inputs:
+                if kind == "arg":
+                    flat.append(to_numpy(args[what]))
+                else:
+                    flat.append(what(args))
+            out = module.raw("main")(*flat)
+            if len(plan.device_outputs) == 1:
+                out = [out]
+            results = [to_torch(o) for o in out] if plan.device_outputs else []
+        built = []
+        for spec in plan.outputs:
+            if spec.kind == "device":
+                built.append(results[spec.index])
+            elif spec.kind == "input":
+                built.append(args[spec.index])
+            elif spec.kind == "host":
+                built.append(spec.evaluate(args))
+            else:
+                built.append(spec.value)
+        return tuple(built)
