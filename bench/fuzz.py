@@ -14,13 +14,15 @@ frozen dense arguments. Batches run in a worker process, so a crash of the
 compiler or the runtime is counted (and the batch rerun one program at a
 time to find the culprit) rather than ending the run.
 
-Prints one line per batch and a summary: counts of ok / mismatch / refused
-(compile() refused a valid program) / runtime_error / crash / rejected
-(no inputs within the element type's range: not a finding), and every
-failure class with its count and a reproducer directory (program.mlir,
-program.txt, inputs.npz, got.npz, expected.txt, README.txt; mismatches also
-get ``single_op/``, the first op that is wrong on its own, with the compiled
-values of its operands as inputs). ``--json`` writes the summary as JSON.
+Prints one line per batch and a summary: counts of ok / mismatch /
+compile_failure (compile() refused a valid program) / runtime_error (a call
+failed on valid inputs) / crash (iree-compile died, an unclear exception, or
+the worker process died) / rejected (no inputs within the element type's
+range: not a finding), and every failure class with its count and a
+reproducer directory (program.mlir, program.txt, program.pkl, setup.json,
+inputs.npz / inputs.pkl, got.npz, expected.txt, README.txt). Mismatches also
+get ``single_op/``: the first op that is wrong on its own, with the compiled
+values of its operands as inputs. ``--json`` writes the summary as JSON.
 """
 
 from __future__ import annotations
@@ -115,7 +117,13 @@ class Worker:
 
 
 def run_batch(worker: Worker, cases: list[Case], setup: dict, args) -> list[dict]:
-    task = {**setup, "cases": cases, "out": str(args.out), "localize": not args.no_localize}
+    task = {
+        **setup,
+        "cases": cases,
+        "out": str(args.out),
+        "localize": not args.no_localize,
+        "seen": set(args.seen_classes),
+    }
     kind, payload = worker.run(task, args.timeout)
     if kind == "ok":
         return payload
@@ -199,6 +207,7 @@ def main() -> int:
     if args.replay:
         return replay(args.replay)
     args.out.mkdir(parents=True, exist_ok=True)
+    args.seen_classes = set()  # failure classes already minimised
     t0 = time.time()
     worker = Worker()
     entries: list[dict] = []
@@ -213,7 +222,9 @@ def main() -> int:
             mode = pick(rng, MODES)
             setup = {"mode": mode, "options": batch_setup(rng, attention)}
             ops = dict(OPS)
-            if not attention:
+            if attention:
+                ops.update(attention=6.0, scores=1.5, apply=1.5)
+            else:
                 ops["attention"] = 0.0
             cfg = GenConfig(
                 ops=ops, exclude=frozenset(args.exclude), p_frozen=0.5 if mode == "frozen" else 0.0
@@ -227,6 +238,7 @@ def main() -> int:
             t = time.time()
             batch = run_batch(worker, cases, setup, args)
             entries.extend(batch)
+            args.seen_classes.update(e["class"] for e in batch)
             done += n
             b += 1
             counts = collections.Counter(e["status"] for e in batch)
@@ -254,7 +266,7 @@ def summarize(entries: list[dict], seconds: float) -> dict:
             classes[e["class"]].append(e)
     print()
     print(f"{len(entries)} programs in {seconds / 60:.1f} min")
-    for status in ("ok", "mismatch", "refused", "runtime_error", "crash", "rejected"):
+    for status in ("ok", "mismatch", "compile_failure", "runtime_error", "crash", "rejected"):
         print(f"  {status:14s} {counts.get(status, 0)}")
     if classes:
         print("\nfailure classes:")
@@ -262,6 +274,8 @@ def summarize(entries: list[dict], seconds: float) -> dict:
             example = es[0]
             print(f"  {len(es):4d}  {cls}")
             print(f"        e.g. {example['name']} ({example['setup']}): {example.get('reproducer', '')}")
+            if example.get("minimized"):
+                print(f"        minimized: {example['minimized']}")
             if example.get("localized"):
                 print(f"        first wrong op: {example['localized'][:300]}")
     return {

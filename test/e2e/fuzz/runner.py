@@ -6,12 +6,13 @@ Outcomes (:data:`STATUSES`):
 * ``mismatch``: a result differs from the reference (values beyond the
   error bound, offsets, shapes, dtypes), or a save/load round trip changed
   a result;
-* ``refused``: ``compile()`` raised a ``CompileError`` / ``ValueError`` for a
-  valid program (the message is kept: a refusal the dialect documents is
-  not a bug; any other is);
+* ``compile_failure``: ``compile()`` raised a ``CompileError`` /
+  ``ValueError`` for a valid program (the message is kept: a refusal the
+  dialect documents is not a bug; any other is);
 * ``runtime_error``: a call raised on valid inputs;
-* ``crash``: any other exception (a builder, the compiler or the runtime
-  failing without a clear error), or the process died;
+* ``crash``: iree-compile died on a signal, any exception other than a
+  clear error (from the builders, the compiler or the runtime), or the
+  process died;
 * ``rejected``: the reference could not find inputs that stay in the
   element type's range (not a finding; counted apart).
 
@@ -42,7 +43,7 @@ from .reference import PLANS, Evaluator, Unrepresentable
 
 __all__ = ["STATUSES", "Case", "Outcome", "localize", "run_cases", "write_reproducer"]
 
-STATUSES = ("ok", "mismatch", "refused", "runtime_error", "crash", "rejected")
+STATUSES = ("ok", "mismatch", "compile_failure", "runtime_error", "crash", "rejected")
 
 
 @dataclass
@@ -103,6 +104,16 @@ def _frozen_keys(fn: Function) -> dict[int, str]:
     return {pos: parameter_key(fn.name, fn.lowered_index(pos)) for pos in fn.frozen}
 
 
+def compile_status(e: BaseException) -> tuple[str, str]:
+    """The outcome of a compile that raised ``e``."""
+    detail = f"{type(e).__name__}: {e}"
+    if isinstance(e, CompileError) and "Error code: -" in str(e):
+        return "crash", "iree-compile crashed: " + detail
+    if isinstance(e, (CompileError, ValueError)):
+        return "compile_failure", detail
+    return "crash", "compile: " + detail
+
+
 def _compile(cases: list[Case], options: dict, frozen: bool):
     program = emit([c.fn for c in cases])
     frozen_map = {
@@ -149,10 +160,9 @@ def run_cases(cases: list[Case], options: dict | None = None, mode: str = "plain
         for c in live:
             try:
                 groups.append(([c], _compile([c], options, mode == "frozen")))
-            except (CompileError, ValueError) as e:
-                outcomes[c.fn.name] = Outcome(c, "refused", f"{type(e).__name__}: {e}", setup=setup)
-            except Exception as e:  # noqa: BLE001
-                outcomes[c.fn.name] = Outcome(c, "crash", f"compile: {type(e).__name__}: {e}", setup=setup)
+            except Exception as e:  # noqa: BLE001 - classified
+                status, detail = compile_status(e)
+                outcomes[c.fn.name] = Outcome(c, status, detail, setup=setup)
     for group, module in groups:
         original = module
         if mode == "saveload":
@@ -341,16 +351,32 @@ def default_plans(rng: np.random.Generator, k: int = 3) -> list[str]:
 # --------------------------------------------------------------------------
 
 
+def _key_line(detail: str) -> str:
+    """The most telling line of a failure message: the first diagnostic
+    (``error:``), else the first frame of a crash's stack that is not the
+    signal handler, else the first line."""
+    lines = [ln.strip() for ln in detail.strip().splitlines() if ln.strip()]
+    for ln in lines:
+        if "error:" in ln and "Error invoking" not in ln:
+            return ln.split("error:", 1)[1].strip()
+    frames = [ln for ln in lines if ln.startswith("#")]
+    for ln in frames:
+        if not any(k in ln for k in ("Signals.cpp", "libc.so", "SignalHandler", "RunSignalHandlers")):
+            return ln.split(" ", 2)[-1]
+    return lines[0] if lines else ""
+
+
 def failure_class(status: str, detail: str) -> str:
-    """A short signature of a failure: the status and the first line of the
-    message with numbers and names blurred."""
+    """A short signature of a failure: the status and the telling line of
+    the message with numbers and names blurred."""
     import re
 
-    line = detail.strip().splitlines()[0] if detail.strip() else ""
+    line = _key_line(detail)
     line = re.sub(r"/tmp/\S+", "<tmp>", line)
     line = re.sub(r"@f\d+\w*", "@f", line)
+    line = re.sub(r"0x[0-9a-f]+", "0x", line)
     line = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", line)
-    return f"{status}: {line[:160]}"
+    return f"{status}: {line[:200]}"
 
 
 def process_batch(task: dict) -> list[dict]:
@@ -374,6 +400,9 @@ def process_batch(task: dict) -> list[dict]:
         if o.status not in ("ok", "rejected") and out is not None:
             repro = write_reproducer(o, out / o.status / f"{o.case.fn.name}")
             entry["reproducer"] = str(repro)
+            if o.inputs is None and entry["class"] not in task.get("seen", ()):
+                # A compile failure: shrink the program while it fails alike.
+                entry["minimized"] = _minimize_compile(o, options, mode, entry["class"], repro / "minimized")
             if o.status == "mismatch" and task.get("localize") and o.inputs is not None:
                 try:
                     found = localize(o, options)
@@ -394,6 +423,24 @@ def process_batch(task: dict) -> list[dict]:
                         entry["class"] = failure_class("mismatch", f"{node.op} {_op_key(node)}")
         results.append(entry)
     return results
+
+
+def _minimize_compile(o: Outcome, options: dict, mode: str, cls: str, where: Path) -> str:
+    from .minimize import minimize
+
+    def fails(fn: Function) -> bool:
+        try:
+            _compile([Case(fn, o.case.seed)], options, mode == "frozen")
+        except Exception as e:  # noqa: BLE001 - classified
+            return failure_class(*compile_status(e)) == cls
+        return False
+
+    try:
+        small = minimize(o.case.fn, fails)
+    except Exception as e:  # noqa: BLE001 - best effort
+        return f"minimisation failed: {format_exception(e)}"
+    write_reproducer(Outcome(Case(small, o.case.seed), o.status, o.detail, setup=o.setup), where)
+    return str(where)
 
 
 def _op_key(node) -> str:
