@@ -34,6 +34,7 @@ from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
 from .emit import LOWERINGS, PASSTHROUGH_DIALECTS, build_module, describe_steps
 from .graph import Unsupported, plan_graph
 from .njt_patterns import rewrite_njt_patterns
+from .reshapes import reshape_groups
 from .runtime import CompiledGraph
 
 __all__ = [
@@ -102,8 +103,9 @@ def _release_cache() -> None:
 atexit.register(_release_cache)
 
 
-def _is_ragged(node: torch.fx.Node) -> bool:
-    return node.op == "call_function" and node.target in LOWERINGS
+def _is_emitted(node: torch.fx.Node) -> bool:
+    """Ragged ops, and reshapes torch-mlir would get wrong (see :mod:`.reshapes`)."""
+    return node.op == "call_function" and (node.target in LOWERINGS or reshape_groups(node) is not None)
 
 
 def compile_fx_graph(
@@ -122,10 +124,14 @@ def compile_fx_graph(
     from ..compiler import CompileError, CompileOptions, parameter_key
 
     for node in gm.graph.nodes:
-        if node.op == "call_function" and str(node.target).startswith("ragged.") and not _is_ragged(node):
+        if (
+            node.op == "call_function"
+            and str(node.target).startswith("ragged.")
+            and node.target not in LOWERINGS
+        ):
             raise Unsupported("this ragged op has no lowering", node)
     t_start = time.perf_counter()
-    plan = plan_graph(gm, _is_ragged)
+    plan = plan_graph(gm, _is_emitted)
     debug_dir = options.debug_dir or os.environ.get("RAGGED_DEBUG_DIR")
     work_dir = None
     if not plan.needs_device:

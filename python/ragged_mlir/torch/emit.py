@@ -22,10 +22,11 @@ import torch
 import torch.fx as fx
 
 from .. import ir
-from ..dialects import func, tensor
+from ..dialects import arith, func, tensor
 from ..dialects import ragged as rd
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
-from .graph import DTYPES, DensePiece, Plan, RaggedStep, Unsupported, describe, value_of
+from .graph import DTYPES, DensePiece, OpStep, Plan, Unsupported, describe, value_of
+from .reshapes import reshape_groups
 
 __all__ = ["LOWERINGS", "Lowering", "PASSTHROUGH_DIALECTS", "build_module", "import_dense"]
 
@@ -155,16 +156,116 @@ def _attention(em: Emitter, node: fx.Node) -> ir.Value:
     return em.unpack(out, node)
 
 
+def _index(value: ir.Value) -> ir.Value:
+    return arith.index_cast(ir.IndexType.get(), value)
+
+
+def _reshape(em: Emitter, node: fx.Node) -> ir.Value:
+    """A view of :func:`~.reshapes.reshape_groups`: the merged groups
+    collapsed, then the split groups expanded (sizes from the view's size
+    arguments, supplied by the host when dynamic)."""
+    groups = reshape_groups(node)
+    if groups is None:
+        raise Unsupported("not a reshape the backend emits", node)
+    source = em[node.args[0]]
+    st = ir.RankedTensorType(source.type)
+    dyn = ir.ShapedType.get_dynamic_size()
+    i64 = ir.IntegerType.get_signless(64)
+
+    def attr(reassociation: list[list[int]]) -> ir.ArrayAttr:
+        return ir.ArrayAttr.get(
+            [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, k) for k in g]) for g in reassociation]
+        )
+
+    def product(dims: list[int]) -> int:
+        out = 1
+        for d in dims:
+            out = dyn if d == dyn or out == dyn else out * d
+        return out
+
+    value = source
+    if any(len(a) > 1 for a, _ in groups):
+        collapsed = [product([st.shape[k] for k in a]) for a, _ in groups]
+        value = tensor.CollapseShapeOp(
+            ir.RankedTensorType.get(collapsed, st.element_type), value, attr([a for a, _ in groups])
+        ).result
+    result = value_type(node)
+    if any(len(b) > 1 for _, b in groups):
+        sizes = node.args[1]
+        static, dynamic = [], []
+        for _, b in groups:
+            for k in b:
+                size = result.shape[k]
+                static.append(size)
+                if size == dyn:
+                    arg = sizes[k]
+                    if not isinstance(arg, fx.Node):
+                        raise Unsupported(f"a dynamic split of size {arg!r}", node)
+                    dynamic.append(_index(em[arg]))
+        reassociation, at = [], 0
+        for _, b in groups:
+            reassociation.append(list(range(at, at + len(b))))
+            at += len(b)
+        value = tensor.ExpandShapeOp(
+            ir.RankedTensorType.get(static, st.element_type), value, attr(reassociation), dynamic, static
+        ).result
+    return em.cast(value, result)
+
+
 # --------------------------------------------------------------------------
 # Dense pieces
 # --------------------------------------------------------------------------
 
-_OP_NAME = re.compile(r"'?(torch\.[a-z_]+\.[A-Za-z0-9_.]+)'?")
+_OP_NAME = re.compile(r"(?:operation '|name = \")(torch\.[A-Za-z0-9_.]+)")
+
+
+def _split_with_sizes(x: torch.Tensor, split_sizes, dim: int = 0) -> list[torch.Tensor]:
+    # torch-mlir cannot lower splits of dynamic sizes; slices it can.
+    dim = dim % x.dim()
+    parts, start = [], 0
+    for size in split_sizes:
+        parts.append(torch.ops.aten.slice.Tensor(x, dim, start, start + size))
+        start = start + size
+    return parts
+
+
+def _decompositions() -> dict:
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    table = dict(get_decomposition_table())
+    table[torch.ops.aten.split_with_sizes.default] = _split_with_sizes
+    return table
+
+
+def _decomposed(sub: fx.GraphModule) -> fx.GraphModule:
+    """``sub`` retraced through torch-mlir's decomposition table (what its
+    own export path applies), under the graph's fake mode and shape
+    environment."""
+    from torch._guards import detect_fake_mode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    vals = [n.meta.get("val") for n in sub.graph.nodes if n.op == "placeholder"]
+    mode = detect_fake_mode(vals)
+    if mode is None:
+        raise Unsupported("no fake values to retrace the piece with")
+    with mode:
+        return make_fx(sub, decomposition_table=_decompositions(), tracing_mode="real")(*vals)
+
+
+def _torch_mlir_error(e: Exception) -> str:
+    text = str(e)
+    op = _OP_NAME.search(text)
+    error = next((ln.strip() for ln in text.splitlines() if ln.strip().startswith(("error:", "loc("))), "")
+    error = error.split("error:", 1)[-1].strip()
+    if op:
+        return f"{op.group(1).removeprefix('torch.')}: {error[:200]}"
+    return (error or (text.splitlines()[0] if text else type(e).__name__))[:300]
 
 
 def import_dense(piece: DensePiece, owner: fx.GraphModule) -> str:
     """torch-mlir's import of ``piece`` to linalg-on-tensors, as text (generic
-    form when it holds ops of :data:`PASSTHROUGH_DIALECTS`)."""
+    form when it holds ops of :data:`PASSTHROUGH_DIALECTS`). A piece that
+    torch-mlir cannot lower as it is is retried once after decomposition."""
     try:
         import torch_mlir.fx as tfx
     except ImportError as e:
@@ -172,14 +273,13 @@ def import_dense(piece: DensePiece, owner: fx.GraphModule) -> str:
     sub = piece.graph_module(owner)
     try:
         module = tfx.stateless_fx_import(sub, output_type="linalg-on-tensors", model_name=piece.name)
-    except Exception as e:  # torch-mlir raises many kinds
-        text = str(e)
-        op = _OP_NAME.search(text)
-        first = next(
-            (ln.strip() for ln in text.splitlines() if "error" in ln), text.splitlines()[0] if text else ""
-        )
-        what = f"{op.group(1)}: " if op else ""
-        raise Unsupported(f"torch-mlir cannot lower {what}{first or type(e).__name__}") from e
+    except Exception as first:  # torch-mlir raises many kinds
+        try:
+            module = tfx.stateless_fx_import(
+                _decomposed(sub), output_type="linalg-on-tensors", model_name=piece.name
+            )
+        except Exception:
+            raise Unsupported(f"torch-mlir cannot lower {_torch_mlir_error(first)}") from first
     text = str(module)
     if any(f"{d}." in text for d in PASSTHROUGH_DIALECTS):
         text = module.operation.get_asm(print_generic_op_form=True)
@@ -212,11 +312,10 @@ def build_module(plan: Plan, owner: fx.GraphModule) -> tuple[ir.Module, dict[str
         em.env[node] = arg
     with ir.InsertionPoint(block):
         for step in plan.steps:
-            if isinstance(step, RaggedStep):
+            if isinstance(step, OpStep):
                 lower = LOWERINGS.get(step.node.target)
-                if lower is None:
-                    raise Unsupported("this ragged op has no lowering", step.node)
-                em.env[step.node] = lower.emit(em, step.node)
+                emit = lower.emit if lower is not None else _reshape
+                em.env[step.node] = emit(em, step.node)
                 continue
             callee = callees[step.name]
             ftype = ir.FunctionType(ir.TypeAttr(callee.attributes["function_type"]).value)
@@ -237,7 +336,7 @@ def describe_steps(plan: Plan) -> list[str]:
     """One line per step, for debug dumps."""
     out = []
     for step in plan.steps:
-        if isinstance(step, RaggedStep):
+        if isinstance(step, OpStep):
             out.append(f"ragged: {describe(step.node)}")
         else:
             out.append(

@@ -2,10 +2,11 @@
 
 A forward (or backward, or inference) graph mixes three kinds of nodes:
 
-* **device nodes**: ATen ops on tensors. Runs of them between ragged ops
+* **device nodes**: ATen ops on tensors. Runs of them between emitted nodes
   become *dense pieces*, each imported by torch-mlir as one function.
-* **ragged nodes**: ``torch.ops.ragged.*`` calls, emitted as ragged-dialect
-  ops (see :mod:`ragged_mlir.torch.emit`).
+* **emitted nodes**: ``torch.ops.ragged.*`` calls, emitted as ragged-dialect
+  ops, and reshapes whose grouping of dynamic dims torch-mlir cannot see,
+  emitted as tensor ops (see :mod:`ragged_mlir.torch.emit`).
 * **host nodes**: integer, float and bool arithmetic on sizes (``sym_size``,
   ``s0 + 1``, ``sym_max``...) and assertions on them. Their values are
   symbolic expressions over the graph's input sizes and SymInt inputs, so the
@@ -33,7 +34,7 @@ __all__ = [
     "DensePiece",
     "Output",
     "Plan",
-    "RaggedStep",
+    "OpStep",
     "SymbolTable",
     "Unsupported",
     "plan_graph",
@@ -193,8 +194,8 @@ class DensePiece:
 
 
 @dataclasses.dataclass
-class RaggedStep:
-    """One ``torch.ops.ragged.*`` node."""
+class OpStep:
+    """One node the backend emits itself (a ragged op, a reshape)."""
 
     node: fx.Node
 
@@ -203,18 +204,54 @@ class RaggedStep:
 class Output:
     """How one graph output is rebuilt: ``kind`` is ``device`` (result
     ``index`` of ``main``), ``input`` (argument ``index`` itself), ``host``
-    (``evaluate(args)``) or ``constant`` (``value``)."""
+    (``evaluate(args)``), ``view`` (``evaluate(args, results)``: views of an
+    input or of a device result replayed on the host) or ``constant``
+    (``value``)."""
 
     kind: str
     index: int = -1
-    evaluate: Callable[[Sequence[Any]], Any] | None = None
+    evaluate: Callable[..., Any] | None = None
     value: Any = None
+
+
+def _is_view(node: fx.Node) -> bool:
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        src = node.args[0]
+        return isinstance(src, fx.Node) and _is_view(src)
+    return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+
+
+def _view_replay(
+    node: fx.Node,
+    base: Callable[[Sequence[Any], Sequence[Any]], torch.Tensor],
+    chain: list[fx.Node],
+    host_value: Callable[[fx.Node], Callable],
+) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
+    """Replays the view ops ``chain`` (ending at ``node``) on ``base``'s
+    tensor. AOTAutograd rebuilds an output that aliases an input or another
+    output from its size, strides and storage offset, so such outputs must
+    be real views of the real base, as eager would return them."""
+    root = chain[0].args[0]
+    scalars = {a: host_value(a) for n in chain for a in n.all_input_nodes if a is not root and a not in chain}
+
+    def replay(args: Sequence[Any], results: Sequence[Any]) -> Any:
+        env: dict[fx.Node, Any] = {root: base(args, results)}
+        for a, evaluate in scalars.items():
+            env[a] = evaluate(args)
+        for n in chain:
+            fargs, fkwargs = fx.map_arg((n.args, n.kwargs), lambda a: env[a])
+            env[n] = n.target(*fargs, **fkwargs)
+        return env[node]
+
+    return replay
 
 
 @dataclasses.dataclass
 class Plan:
     placeholders: list[fx.Node]
-    steps: list[DensePiece | RaggedStep]
+    steps: list[DensePiece | OpStep]
     #: ``main``'s arguments: tensor placeholders, then host scalars.
     device_inputs: list[fx.Node]
     device_outputs: list[fx.Node]
@@ -244,16 +281,16 @@ def _check_dtypes(node: fx.Node, val: Any) -> None:
                 raise Unsupported("a quantized tensor", node)
 
 
-def _kind(node: fx.Node, is_ragged: Callable[[fx.Node], bool]) -> str:
-    """``placeholder``, ``constant``, ``ragged``, ``host`` or ``device``."""
+def _kind(node: fx.Node, is_emitted: Callable[[fx.Node], bool]) -> str:
+    """``placeholder``, ``constant``, ``emitted``, ``host`` or ``device``."""
     if node.op == "placeholder":
         return "placeholder"
     if node.op == "get_attr":
         return "constant"
     if node.op != "call_function":
         raise Unsupported(f"unexpected node kind {node.op}", node)
-    if is_ragged(node):
-        return "ragged"
+    if is_emitted(node):
+        return "emitted"
     val = value_of(node)
     if node.target in _HOST_EFFECTS or is_scalar(val):
         return "host"
@@ -269,7 +306,7 @@ def _kind(node: fx.Node, is_ragged: Callable[[fx.Node], bool]) -> str:
     return "device"
 
 
-def plan_graph(gm: fx.GraphModule, is_ragged: Callable[[fx.Node], bool]) -> Plan:
+def plan_graph(gm: fx.GraphModule, is_emitted: Callable[[fx.Node], bool]) -> Plan:
     """Classifies and splits ``gm`` (see the module docstring)."""
     nodes = list(gm.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
@@ -279,17 +316,17 @@ def plan_graph(gm: fx.GraphModule, is_ragged: Callable[[fx.Node], bool]) -> Plan
     for node in nodes:
         if node.op == "output":
             continue
-        kinds[node] = _kind(node, is_ragged)
+        kinds[node] = _kind(node, is_emitted)
         _check_dtypes(node, value_of(node))
 
-    # Dense pieces: device nodes between ragged ops; a getitem stays with its source.
-    steps: list[DensePiece | RaggedStep] = []
+    # Dense pieces: device nodes between emitted nodes; a getitem stays with its source.
+    steps: list[DensePiece | OpStep] = []
     piece_of: dict[fx.Node, DensePiece] = {}
     current: DensePiece | None = None
     for node in nodes:
         kind = kinds.get(node)
-        if kind == "ragged":
-            steps.append(RaggedStep(node))
+        if kind == "emitted":
+            steps.append(OpStep(node))
             current = None
         elif kind == "device":
             src = node.args[0] if node.target is operator.getitem else None
@@ -332,12 +369,8 @@ def plan_graph(gm: fx.GraphModule, is_ragged: Callable[[fx.Node], bool]) -> Plan
                 scalar_inputs.append(node)
 
     for step in steps:
-        if isinstance(step, RaggedStep):
+        if isinstance(step, OpStep):
             for a in step.node.all_input_nodes:
-                if kinds[a] == "host" or (kinds[a] == "placeholder" and is_scalar(value_of(a))):
-                    raise Unsupported(
-                        f"a ragged op with a size argument ({a.name}) is not supported", step.node
-                    )
                 needs(a)
             continue
         inside = set(step.nodes)
@@ -354,13 +387,6 @@ def plan_graph(gm: fx.GraphModule, is_ragged: Callable[[fx.Node], bool]) -> Plan
                 if a not in step.inputs:
                     step.inputs.append(a)
         step.nodes[:0] = constants
-        for node in step.nodes:
-            used_later = any(
-                u.op == "output" or (kinds.get(u) in ("ragged", "device") and u not in inside)
-                for u in node.users
-            )
-            if used_later and isinstance(value_of(node), torch.Tensor):
-                step.outputs.append(node)
 
     # Graph outputs.
     device_outputs: list[fx.Node] = []
@@ -372,6 +398,24 @@ def plan_graph(gm: fx.GraphModule, is_ragged: Callable[[fx.Node], bool]) -> Plan
             outputs.append(Output("constant", value=item))
             continue
         kind = kinds[item]
+        if kind in ("device", "emitted") and _is_view(item):
+            chain = [item]
+            while _is_view(chain[0].args[0]):
+                chain.insert(0, chain[0].args[0])
+            root = chain[0].args[0]
+            if kinds[root] == "placeholder":
+                i = placeholders.index(root)
+                base = lambda args, results, i=i: args[i]  # noqa: E731
+            elif kinds[root] == "constant":
+                constant = getattr(gm, root.target)
+                base = lambda args, results, c=constant: c  # noqa: E731
+            else:
+                if root not in device_outputs:
+                    device_outputs.append(root)
+                k = device_outputs.index(root)
+                base = lambda args, results, k=k: results[k]  # noqa: E731
+            outputs.append(Output("view", evaluate=_view_replay(item, base, chain, host_value)))
+            continue
         if kind == "placeholder":
             outputs.append(Output("input", index=placeholders.index(item)))
         elif kind == "host":
@@ -384,6 +428,18 @@ def plan_graph(gm: fx.GraphModule, is_ragged: Callable[[fx.Node], bool]) -> Plan
             if item not in device_outputs:
                 device_outputs.append(item)
             outputs.append(Output("device", index=device_outputs.index(item)))
+
+    # What each piece returns: tensors later steps read, and graph outputs.
+    returned = set(device_outputs)
+    for step in steps:
+        if isinstance(step, DensePiece):
+            inside = set(step.nodes)
+            for node in step.nodes:
+                used_later = node in returned or any(
+                    kinds.get(u) in ("emitted", "device") and u not in inside for u in node.users
+                )
+                if used_later and isinstance(value_of(node), torch.Tensor):
+                    step.outputs.append(node)
 
     host_checks = []
     for node in nodes:

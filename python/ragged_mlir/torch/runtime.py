@@ -118,6 +118,8 @@ class CompiledGraph:
                 built.append(args[spec.index])
             elif spec.kind == "host":
                 built.append(spec.evaluate(args))
+            elif spec.kind == "view":
+                built.append(spec.evaluate(args, results))
             else:
                 built.append(spec.value)
         return tuple(built)

@@ -1,0 +1,90 @@
+"""Reshapes whose grouping the backend proves and emits itself.
+
+``x.view(B * L, d)`` of a ``[B, L, d]`` tensor reaches the backend as
+``aten.view(x, [s0 * s1, d])``. torch-mlir infers shapes by matching the
+static dims of both sides; with several dynamic dims it cannot tell which
+input dims the dynamic output dim merges, and it assumes the rest are 1 (a
+``[?, 1, d] -> [?, d]`` collapse): a wrong program, which fails at run time
+or computes the wrong thing.
+
+The shapes in the graph's metadata are symbolic, so the grouping is
+provable here: ``[s0, s1, d] -> [s0 * s1, d]`` merges dims 0 and 1. Such a
+view becomes a step of its own (:func:`reshape_groups` says which), emitted
+as ``tensor.collapse_shape`` / ``tensor.expand_shape`` with that grouping;
+IREE inlines the pieces around it, so splitting costs nothing at run time.
+A view whose grouping cannot be proven stays with torch-mlir.
+"""
+
+from __future__ import annotations
+
+import sympy
+import torch
+import torch.fx as fx
+
+__all__ = ["reshape_groups"]
+
+_VIEWS = {
+    torch.ops.aten.view.default,
+    torch.ops.aten._unsafe_view.default,
+    torch.ops.aten.reshape.default,
+}
+
+
+def _expr(size):
+    return size.node.expr if isinstance(size, torch.SymInt) else sympy.Integer(int(size))
+
+
+def _divides(a, b) -> bool:
+    """``a`` provably divides ``b`` (sizes are positive integers)."""
+    q = sympy.cancel(b / a)
+    return bool(q.is_integer) and q != 1
+
+
+def _groups(src: list, dst: list) -> list[tuple[list[int], list[int]]] | None:
+    """Adjacent dims of ``src`` and ``dst`` with equal products, or None."""
+    groups, i, j = [], 0, 0
+    while i < len(src) and j < len(dst):
+        a, b = [i], [j]
+        pa, pb = src[i], dst[j]
+        i, j = i + 1, j + 1
+        while sympy.simplify(pa - pb) != 0:
+            if _divides(pa, pb) and i < len(src):
+                pa, i = pa * src[i], i + 1
+                a.append(i - 1)
+            elif _divides(pb, pa) and j < len(dst):
+                pb, j = pb * dst[j], j + 1
+                b.append(j - 1)
+            else:
+                return None
+        groups.append((a, b))
+    if i != len(src) or j != len(dst):
+        return None
+    return groups
+
+
+def _needs_rewrite(src: list, dst: list, groups) -> bool:
+    """A group that merges or splits dims of which one is dynamic."""
+    for a, b in groups:
+        if len(a) == len(b) == 1:
+            continue
+        if any(not src[k].is_number for k in a) or any(not dst[k].is_number for k in b):
+            return True
+    return False
+
+
+def reshape_groups(node: fx.Node) -> list[tuple[list[int], list[int]]] | None:
+    """The dim groups of a view that merges or splits dynamic dims, or None
+    for any other node (see the module docstring)."""
+    if node.op != "call_function" or node.target not in _VIEWS:
+        return None
+    x = node.args[0]
+    val = node.meta.get("val")
+    xval = x.meta.get("val") if isinstance(x, fx.Node) else None
+    if not isinstance(val, torch.Tensor) or not isinstance(xval, torch.Tensor):
+        return None
+    src = [_expr(s) for s in xval.shape]
+    dst = [_expr(s) for s in val.shape]
+    groups = _groups(src, dst) if src and dst else None
+    if groups is None or not _needs_rewrite(src, dst, groups):
+        return None
+    return groups
