@@ -31,7 +31,7 @@ import torch
 from torch._guards import TracingContext
 
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
-from .emit import LOWERINGS, PASSTHROUGH_DIALECTS, build_module, describe_steps
+from .emit import LOWERINGS, PASSTHROUGH_DIALECTS, ImportFailed, build_module, decompose, describe_steps
 from .graph import Unsupported, plan_graph
 from .njt_patterns import rewrite_njt_patterns
 from .reshapes import reshape_groups
@@ -108,6 +108,21 @@ def _is_emitted(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and (node.target in LOWERINGS or reshape_groups(node) is not None)
 
 
+def _build(gm: torch.fx.GraphModule):
+    """The plan of ``gm``, and when it needs the device, its module's text and
+    torch-mlir's text of each dense piece."""
+    from .. import ir
+
+    plan = plan_graph(gm, _is_emitted)
+    if not plan.needs_device:
+        return plan, None, None
+    with ir.Context() as ctx, ir.Location.unknown():
+        ctx.allow_unregistered_dialects = True
+        module, imported = build_module(plan, gm)
+        module.operation.verify()
+        return plan, str(module), imported
+
+
 def compile_fx_graph(
     gm: torch.fx.GraphModule,
     options: RaggedBackendOptions,
@@ -120,7 +135,6 @@ def compile_fx_graph(
     buffers) that are non-empty, statically shaped tensors become IREE
     parameters."""
     from .. import compile as ragged_compile
-    from .. import ir
     from ..compiler import CompileError, CompileOptions, parameter_key
 
     for node in gm.graph.nodes:
@@ -131,20 +145,25 @@ def compile_fx_graph(
         ):
             raise Unsupported("this ragged op has no lowering", node)
     t_start = time.perf_counter()
-    plan = plan_graph(gm, _is_emitted)
-    debug_dir = options.debug_dir or os.environ.get("RAGGED_DEBUG_DIR")
-    work_dir = None
-    if not plan.needs_device:
+    if gm.graph.eliminate_dead_code():
+        gm.recompile()
+    try:
+        plan, text, imported = _build(gm)
+    except ImportFailed as first:
+        # Retry once with torch-mlir's decompositions (its own export path
+        # applies them); sizes they compute become host nodes again.
+        try:
+            gm = decompose(gm)
+            plan, text, imported = _build(gm)
+        except Unsupported:
+            raise first from None
+    if text is None:
         graph = CompiledGraph(plan)
         graph.timings = {"import_s": time.perf_counter() - t_start}
         return graph
-
-    with ir.Context() as ctx, ir.Location.unknown():
-        ctx.allow_unregistered_dialects = True
-        module, imported = build_module(plan, gm)
-        module.operation.verify()
-        text = str(module)
     t_imported = time.perf_counter()
+    debug_dir = options.debug_dir or os.environ.get("RAGGED_DEBUG_DIR")
+    work_dir = None
     if debug_dir:
         tag = hashlib.sha1(text.encode()).hexdigest()[:10]
         work_dir = Path(debug_dir) / f"graph-{tag}"

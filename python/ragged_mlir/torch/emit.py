@@ -28,7 +28,15 @@ from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
 from .graph import DTYPES, DensePiece, OpStep, Plan, Unsupported, describe, value_of
 from .reshapes import reshape_groups
 
-__all__ = ["LOWERINGS", "Lowering", "PASSTHROUGH_DIALECTS", "build_module", "import_dense"]
+__all__ = [
+    "LOWERINGS",
+    "ImportFailed",
+    "Lowering",
+    "PASSTHROUGH_DIALECTS",
+    "build_module",
+    "decompose",
+    "import_dense",
+]
 
 #: Dialects torch-mlir may leave in linalg-on-tensors that IREE lowers itself.
 PASSTHROUGH_DIALECTS = ("tm_tensor",)
@@ -237,19 +245,26 @@ def _decompositions() -> dict:
     return table
 
 
-def _decomposed(sub: fx.GraphModule) -> fx.GraphModule:
-    """``sub`` retraced through torch-mlir's decomposition table (what its
+class ImportFailed(Unsupported):
+    """torch-mlir could not lower a dense piece."""
+
+
+def decompose(gm: fx.GraphModule) -> fx.GraphModule:
+    """``gm`` retraced through torch-mlir's decomposition table (what its
     own export path applies), under the graph's fake mode and shape
-    environment."""
+    environment; ragged custom ops stay as they are."""
     from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    vals = [n.meta.get("val") for n in sub.graph.nodes if n.op == "placeholder"]
+    vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
     mode = detect_fake_mode(vals)
     if mode is None:
-        raise Unsupported("no fake values to retrace the piece with")
+        raise Unsupported("no fake values to retrace the graph with")
     with mode:
-        return make_fx(sub, decomposition_table=_decompositions(), tracing_mode="real")(*vals)
+        out = make_fx(gm, decomposition_table=_decompositions(), tracing_mode="real")(*vals)
+    out.graph.eliminate_dead_code()
+    out.recompile()
+    return out
 
 
 def _torch_mlir_error(e: Exception) -> str:
@@ -264,8 +279,7 @@ def _torch_mlir_error(e: Exception) -> str:
 
 def import_dense(piece: DensePiece, owner: fx.GraphModule) -> str:
     """torch-mlir's import of ``piece`` to linalg-on-tensors, as text (generic
-    form when it holds ops of :data:`PASSTHROUGH_DIALECTS`). A piece that
-    torch-mlir cannot lower as it is is retried once after decomposition."""
+    form when it holds ops of :data:`PASSTHROUGH_DIALECTS`)."""
     try:
         import torch_mlir.fx as tfx
     except ImportError as e:
@@ -273,13 +287,8 @@ def import_dense(piece: DensePiece, owner: fx.GraphModule) -> str:
     sub = piece.graph_module(owner)
     try:
         module = tfx.stateless_fx_import(sub, output_type="linalg-on-tensors", model_name=piece.name)
-    except Exception as first:  # torch-mlir raises many kinds
-        try:
-            module = tfx.stateless_fx_import(
-                _decomposed(sub), output_type="linalg-on-tensors", model_name=piece.name
-            )
-        except Exception:
-            raise Unsupported(f"torch-mlir cannot lower {_torch_mlir_error(first)}") from first
+    except Exception as e:  # torch-mlir raises many kinds
+        raise ImportFailed(f"torch-mlir cannot lower {_torch_mlir_error(e)}") from e
     text = str(module)
     if any(f"{d}." in text for d in PASSTHROUGH_DIALECTS):
         text = module.operation.get_asm(print_generic_op_form=True)
