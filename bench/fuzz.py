@@ -10,7 +10,11 @@ comparison); see that package's docs. Programs are compiled in batches of
 ``--batch`` functions per module (one module per compile), each batch with
 random compile options (``balance_tile``, ``attention_buckets``,
 ``iree_attention``) and a random mode: plain, save/load round trip, or
-frozen dense arguments. Batches run in a worker process, so a crash of the
+frozen dense arguments. In plain mode, every program that passes is also
+called with inputs that break a run-time check the dialect documents (gather
+ids out of range, split / from_padded lengths beyond the extent, a match of
+different partitions, a concat of different batch sizes): the call must
+fail. Batches run in a worker process, so a crash of the
 compiler or the runtime is counted (and the batch rerun one program at a
 time to find the culprit) rather than ending the run.
 
@@ -122,6 +126,7 @@ def run_batch(worker: Worker, cases: list[Case], setup: dict, args) -> list[dict
         "cases": cases,
         "out": str(args.out),
         "localize": not args.no_localize,
+        "invalid": not args.no_invalid,
         "seen": set(args.seen_classes),
     }
     kind, payload = worker.run(task, args.timeout)
@@ -201,6 +206,9 @@ def main() -> int:
         help="known failure classes the generator avoids",
     )
     ap.add_argument("--no-localize", action="store_true", help="do not look for the wrong op of a mismatch")
+    ap.add_argument(
+        "--no-invalid", action="store_true", help="do not also call plain-mode programs with invalid inputs"
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the summary here")
     ap.add_argument("--replay", type=Path, default=None, help="rerun one reproducer directory")
     args = ap.parse_args()
@@ -253,6 +261,16 @@ def main() -> int:
     finally:
         worker.close()
     summary = summarize(entries, time.time() - t0)
+    rejections = [r for e in entries for r in e.get("rejections", [])]
+    if rejections:
+        kinds = collections.Counter(
+            r.split(":", 1)[0].rstrip("0123456789- ").split(" ")[0] for r in rejections
+        )
+        messages = collections.Counter(r.split(": ", 1)[1] for r in rejections)
+        print(f"\ninvalid-input calls that failed as they must: {len(rejections)} ({dict(kinds)})")
+        for m, n in messages.most_common(8):
+            print(f"  {n:4d}  {m[:200]}")
+        summary["invalid_calls_rejected"] = len(rejections)
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "entries": entries}, indent=1, default=str))
     return 0

@@ -88,7 +88,7 @@ def _cases(group: str) -> list[Case]:
 @functools.cache
 def _outcomes(group: str) -> dict[str, Outcome]:
     _, options, mode, _ = GROUPS[group]
-    return {o.case.fn.name: o for o in run_cases(_cases(group), options, mode)}
+    return {o.case.fn.name: o for o in run_cases(_cases(group), options, mode, invalid=True)}
 
 
 def _report(o: Outcome) -> str:
@@ -106,6 +106,24 @@ def _report(o: Outcome) -> str:
 def test_fuzz_program(group, seed):
     outcome = _outcomes(group)[f"{group}_{seed}"]
     assert outcome.status == "ok", _report(outcome)
+
+
+def test_invalid_inputs_fail_the_call():
+    """Every documented run-time check fired on some program of the suite
+    (a call with a violating input raised, with the op's message), and no
+    violating call returned a result (those programs fail above)."""
+    rejections = [r for g in GROUPS for o in _outcomes(g).values() for r in o.rejections]
+    expected = {
+        "gather id": "ragged.gather: an id lies outside [0, table rows)",
+        "split length": "ragged.split: lengths must lie in [0, L(b)]",
+        "from_padded": "ragged.from_padded: lengths must have one entry per padded item",
+        "match of": "ragged.match: the partitions of the two ragged tensors differ",
+        "concat of": "ragged.concat: the operands' batch sizes differ",
+    }
+    for what, message in expected.items():
+        hits = [r for r in rejections if r.startswith(what)]
+        assert hits, f"no program of the suite checked {what!r}"
+        assert all(message in r for r in hits), hits
 
 
 def test_suite_covers_every_op_layout_and_dtype():

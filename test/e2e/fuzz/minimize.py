@@ -1,8 +1,9 @@
 """Shrinks a failing program while it keeps failing the same way.
 
-Two moves, repeated until neither helps: drop an output (and whatever only
-it used), and cut an op out of the program by turning its result into an
-argument of the same type (and dropping what only fed it). The predicate
+Three moves, repeated until none helps: drop an output (and whatever only
+it used), return an operand of an output's op instead of the output, and
+cut an op out of the program by turning its result into an argument of the
+same type (and dropping what only fed it). The predicate
 decides whether a smaller program still fails; for compile failures it
 compiles, so each step costs one compile.
 """
@@ -13,7 +14,7 @@ from collections.abc import Callable
 
 from .program import Function, Node, RType
 
-__all__ = ["cut", "drop_output", "minimize", "prune"]
+__all__ = ["cut", "drop_output", "minimize", "prune", "retarget"]
 
 
 def prune(fn: Function) -> Function:
@@ -52,6 +53,17 @@ def drop_output(fn: Function, i: int) -> Function:
     return prune(out)
 
 
+def retarget(fn: Function, i: int, j: int) -> Function | None:
+    """Output ``i`` replaced by operand ``j`` of the op that made it."""
+    k, _ = fn.outputs[i]
+    node = fn.nodes[k]
+    if node.op == "arg" or j >= len(node.operands) or fn.nodes[node.operands[j][0]].op == "arg":
+        return None
+    outputs = list(fn.outputs)
+    outputs[i] = node.operands[j]
+    return prune(Function(fn.name, list(fn.nodes), list(dict.fromkeys(outputs)), fn.frozen))
+
+
 def cut(fn: Function, k: int) -> Function | None:
     """Node ``k`` replaced by an argument of its type (single-result ops)."""
     node = fn.nodes[k]
@@ -88,6 +100,19 @@ def minimize(fn: Function, fails: Callable[[Function], bool], budget: int = 40) 
             calls += 1
             if fails(candidate):
                 best, changed = candidate, True
+                break
+        if changed:
+            continue
+        for i in range(len(best.outputs)):
+            for j in range(3):
+                candidate = retarget(best, i, j)
+                if candidate is None or calls >= budget:
+                    continue
+                calls += 1
+                if fails(candidate):
+                    best, changed = candidate, True
+                    break
+            if changed:
                 break
         if changed:
             continue

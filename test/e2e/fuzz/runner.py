@@ -16,6 +16,13 @@ Outcomes (:data:`STATUSES`):
 * ``rejected``: the reference could not find inputs that stay in the
   element type's range (not a finding; counted apart).
 
+With ``invalid=True`` (plain mode), every program that passed is also
+called with inputs that break a run-time check the dialect documents (a
+gather id outside ``[0, V)``, split or from_padded lengths beyond the
+extent, a match whose partitions differ, a concat of batches of different
+sizes): the call must raise, and a result counts as a ``mismatch`` (a
+silent wrong answer on invalid input).
+
 Modes: ``plain``; ``saveload`` (the module is saved, loaded back and the
 loaded one is checked, bit for bit against the original too); ``frozen``
 (the functions' frozen dense arguments are IREE parameters bound with
@@ -67,6 +74,8 @@ class Outcome:
     got: list | None = None
     #: (mode, options) the case was compiled with.
     setup: dict = field(default_factory=dict)
+    #: Invalid-input calls made and the errors they raised.
+    rejections: list[str] = field(default_factory=list)
 
 
 def _copy(x):
@@ -123,7 +132,9 @@ def _compile(cases: list[Case], options: dict, frozen: bool):
     return ragged_mlir.compile(program, options=opts, frozen=frozen_map or None)
 
 
-def run_cases(cases: list[Case], options: dict | None = None, mode: str = "plain") -> list[Outcome]:
+def run_cases(
+    cases: list[Case], options: dict | None = None, mode: str = "plain", invalid: bool = False
+) -> list[Outcome]:
     """Compiles ``cases`` as one module (each alone when that fails, to pin
     the failure on a program) and runs every input set of every case."""
     options = dict(options or {})
@@ -170,6 +181,10 @@ def run_cases(cases: list[Case], options: dict | None = None, mode: str = "plain
                 module.save(Path(tmp) / "m.vmfb")
                 module = ragged_mlir.load(Path(tmp) / "m.vmfb")
         _run_group(group, module, original, evals, outcomes, mode, setup)
+        if invalid and mode == "plain":
+            for c in group:
+                if outcomes[c.fn.name].status == "ok" and evals[c.fn.name]:
+                    _run_invalid(c, module, evals[c.fn.name][0], outcomes, setup)
     return [outcomes[c.fn.name] for c in cases]
 
 
@@ -215,6 +230,132 @@ def _run_group(group, module, original, evals, outcomes, mode, setup) -> None:
                 outcomes[name] = Outcome(status="mismatch", detail=str(m), got=got, **base)
     for c in group:
         outcomes.setdefault(c.fn.name, Outcome(c, "ok", plan=None, setup=setup))
+
+
+# --------------------------------------------------------------------------
+# Invalid inputs: documented run-time checks must fail the call
+# --------------------------------------------------------------------------
+
+
+def _live(fn: Function) -> set[int]:
+    live: set[int] = set()
+    stack = [k for k, _ in fn.outputs]
+    while stack:
+        k = stack.pop()
+        if k not in live:
+            live.add(k)
+            stack.extend(r[0] for r in fn.nodes[k].operands)
+    return live
+
+
+def _shift_one_row(offsets: np.ndarray) -> np.ndarray | None:
+    """Offsets of the same rows with one row moved to the next item."""
+    lengths = np.diff(offsets)
+    for b in range(len(lengths) - 1):
+        if lengths[b] > 0:
+            moved = offsets.copy()
+            moved[b + 1] -= 1
+            return moved
+    return None
+
+
+def violations(fn: Function, ev: Evaluator) -> list[tuple[str, list]]:
+    """Input lists that break one documented run-time check each, for ops
+    whose results reach an output and whose checked operand is an argument."""
+    position = {k: pos for pos, k in enumerate(fn.arg_nodes)}
+    out: list[tuple[str, list]] = []
+
+    def replaced(ref, value) -> list:
+        inputs = list(ev.inputs)
+        inputs[position[ref[0]]] = value
+        return inputs
+
+    for k in sorted(_live(fn)):
+        node = fn.nodes[k]
+        args = [r for r in node.operands if r[0] in position]
+        if node.op == "gather" and node.operands[1] in args:
+            ids = ev.inputs[position[node.operands[1][0]]]
+            vocab = ev.env[node.operands[0]].num.v.shape[0]
+            if ids.values.size:
+                for bad in (vocab, -1):
+                    v = ids.values.copy()
+                    v.flat[v.size // 2] = bad
+                    out.append(
+                        (
+                            f"gather id {bad} with {vocab} table rows",
+                            replaced(node.operands[1], _with(ids, v)),
+                        )
+                    )
+        elif node.op == "split" and node.operands[1] in args:
+            n = np.asarray(ev.inputs[position[node.operands[1][0]]])
+            src = ev.env[node.operands[0]]
+            extent = ev.lengths[src.type.symbols[0]]
+            if n.size:
+                bad = n.copy()
+                bad[-1] = extent[-1] + 1
+                out.append((f"split length {bad[-1]} > {extent[-1]}", replaced(node.operands[1], bad)))
+        elif node.op == "from_padded":
+            padded = ev.env[node.operands[0]].num.v
+            for r in node.operands[1:]:
+                if r not in args or not padded.shape[0]:
+                    continue
+                n = np.asarray(ev.inputs[position[r[0]]])
+                t = node.types[0]
+                symbol = t.distinct[node.operands[1:].index(r)]
+                axis = 1 + next(i for i, d in enumerate(t.dims) if getattr(d, "name", None) == symbol)
+                bad = n.copy()
+                bad[0] = padded.shape[axis] + 1
+                out.append((f"from_padded length {bad[0]} > extent {padded.shape[axis]}", replaced(r, bad)))
+                out.append(("from_padded lengths with one entry too few", replaced(r, n[:-1].copy())))
+                break
+        elif node.op == "match" and node.operands[0] in args:
+            src = ev.inputs[position[node.operands[0][0]]]
+            if len(src.partitions) == 1 and src.layout is None:
+                moved = _shift_one_row(src.partitions[0])
+                if moved is not None:
+                    x = RaggedArray(src.values, [moved], _checked=False)
+                    out.append(("match of a different partition", replaced(node.operands[0], x)))
+        elif node.op == "concat":
+            for r in node.operands:
+                t = fn.type_of(r)
+                shared = any(
+                    set(t.symbols) & set(fn.nodes[a].types[0].symbols)
+                    for a in fn.arg_nodes
+                    if a != r[0] and isinstance(fn.nodes[a].types[0], RType)
+                )
+                if r in args and t.batch is None and not shared:
+                    x = ev.inputs[position[r[0]]]
+                    more = np.append(x.partitions[0], x.partitions[0][-1])
+                    y = RaggedArray(x.values, [more], _checked=False)
+                    out.append(("concat of batches of different sizes", replaced(r, y)))
+                    break
+    return out
+
+
+def _with(x: RaggedArray, values: np.ndarray) -> RaggedArray:
+    return RaggedArray(values, x.partitions, layout=x.layout, _checked=True)
+
+
+def _run_invalid(c: Case, module, run: tuple[str, Evaluator], outcomes: dict, setup: dict) -> None:
+    plan, ev = run
+    outcome = outcomes[c.fn.name]
+    for what, inputs in violations(c.fn, ev):
+        try:
+            module[c.fn.name](*inputs)
+        except Exception as e:  # noqa: BLE001 - any clear exception is the expected outcome
+            outcome.rejections.append(f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[0][:300]}")
+            continue
+        outcomes[c.fn.name] = Outcome(
+            c,
+            "mismatch",
+            f"invalid input accepted ({what}): the call returned a result instead of failing",
+            plan,
+            inputs,
+            ev.outputs,
+            None,
+            setup,
+        )
+        return
 
 
 # --------------------------------------------------------------------------
@@ -386,7 +527,7 @@ def process_batch(task: dict) -> list[dict]:
     cases, options, mode = task["cases"], task["options"], task["mode"]
     out = Path(task["out"]) if task.get("out") else None
     results = []
-    for o in run_cases(cases, options, mode):
+    for o in run_cases(cases, options, mode, invalid=task.get("invalid", False)):
         entry = {
             "name": o.case.fn.name,
             "seed": o.case.seed,
@@ -396,6 +537,7 @@ def process_batch(task: dict) -> list[dict]:
             "plan": o.plan,
             "setup": o.setup,
             "ops": sorted({n.op for n in o.case.fn.nodes if n.op != "arg"}),
+            "rejections": o.rejections,
         }
         if o.status not in ("ok", "rejected") and out is not None:
             repro = write_reproducer(o, out / o.status / f"{o.case.fn.name}")
