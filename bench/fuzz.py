@@ -234,8 +234,14 @@ def main() -> int:
                 ops.update(attention=6.0, scores=1.5, apply=1.5)
             else:
                 ops["attention"] = 0.0
+            # Now and then an item past the top of the attention ladder (1024).
+            long = 1100 if attention and rng.random() < 0.3 else 300
             cfg = GenConfig(
-                ops=ops, exclude=frozenset(args.exclude), p_frozen=0.5 if mode == "frozen" else 0.0
+                ops=ops,
+                exclude=frozenset(args.exclude),
+                p_frozen=0.5 if mode == "frozen" else 0.0,
+                long=long,
+                max_ops=int(rng.choice([3, 5, 8])),
             )
             n = min(args.batch if not attention else max(1, args.batch // 2), args.count - done)
             cases = []
