@@ -535,7 +535,8 @@ def w3_variants(qkv_items, eq_qkv_items, comp: Compiled):
         )
 
     def ragged_attn(q, k, v):
-        return F.scaled_dot_product_attention(q, k, v).values
+        # [B, L(b), H, HD] items -> torch's [B, H, L(b), HD] (the packed values do not move)
+        return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).values
 
     rg = comp.get("ragged", lambda: torch.compile(ragged_attn, backend="ragged", dynamic=True))
 

@@ -63,7 +63,10 @@ class _SelfAttention(nn.Module):
         self.value = nn.Linear(c.hidden_size, c.hidden_size)
 
     def _heads(self, x: NestedTensor) -> NestedTensor:
-        return NestedTensor.from_packed(x.values.view(-1, self.heads, self.head_dim), x.offsets)
+        # [B, heads, L(b), head_dim] (torch's SDPA layout), packed [N, heads, head_dim]
+        return NestedTensor.from_packed(x.values.view(-1, self.heads, self.head_dim), x.offsets).transpose(
+            1, 2
+        )
 
     def forward(self, x: NestedTensor) -> NestedTensor:
         q, k, v = (self._heads(f(x)) for f in (self.query, self.key, self.value))

@@ -50,7 +50,7 @@ class EncoderBlock(nn.Module):
 
     def forward(self, x: NestedTensor):
         qkv = self.qkv(x).values.view(-1, 3, self.heads, self.hd)
-        q, k, v = (NestedTensor.from_packed(qkv[:, i], x.offsets) for i in range(3))
+        q, k, v = (NestedTensor.from_packed(qkv[:, i], x.offsets).transpose(1, 2) for i in range(3))
         a = F.scaled_dot_product_attention(q, k, v)
         a = NestedTensor.from_packed(a.values.reshape(-1, self.heads * self.hd), x.offsets)
         h = self.norm1(x + self.out(a))
@@ -110,7 +110,7 @@ def test_encoder_block_matches_reference(block, compiled_block, case):
 
 class Pooling(nn.Module):
     def forward(self, x: NestedTensor):
-        return x.sum(dim=1), x.mean(dim=1), x.max(dim=1), x.softmax(dim=1).values
+        return x.sum(dim=1), x.mean(dim=1), x.max(dim=1).values, x.softmax(dim=1).values
 
 
 @pytest.mark.parametrize("case", [c for c in EDGE_LENGTHS if c != "empty-items"] + ["empty-items"])
@@ -202,7 +202,9 @@ def test_separate_offsets_with_equal_values():
 
     class Attend(nn.Module):
         def forward(self, q: NestedTensor, k: NestedTensor, v: NestedTensor):
-            return F.scaled_dot_product_attention(q, k, v).values
+            return F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            ).values
 
     lengths = [3, 5, 2]
     g = torch.Generator().manual_seed(4)

@@ -155,8 +155,16 @@ def test_mask_value_and_batch_first(rng, lengths):
     # transposing the batch and ragged dims only flips the flag
     t = nt.transpose(0, 1)
     assert t.batch_first and torch.equal(t.tensor, ref.tensor) and t.values is nt.values
-    with pytest.raises(NotImplementedError, match="transpose"):
-        nt.transpose(1, 2)
+    # two item dims: a permuted view of the same values
+    tt = ref.transpose(1, 2)
+    assert (
+        tt.values is ref.values
+        and tt.ragged_dims == (1,)
+        and tt.shape == torch.Size([len(lengths), D, max(lengths)])
+    )
+    assert torch.equal(tt.tensor, ref.tensor.transpose(1, 2))
+    with pytest.raises(ValueError, match="batch dim"):
+        nt.transpose(1, 2)  # dim 1 is the batch dim when batch_first=False
 
 
 def test_constructor_forms():
@@ -171,9 +179,25 @@ def test_constructor_forms():
         assert nt.mask.tolist() == [[True, True, True, False, False], [True] * 5]
         assert nt.concat.tolist() == list(range(8))
         assert nt.shape == torch.Size([2, 5]) and nt.dtype == torch.int64
-    one = NestedTensor([1.0, 2.0])  # one item given as a list of numbers
-    assert len(one) == 1 and one.shape == torch.Size([1, 2])
+    # DanLing: one iterable is a sequence of items (here two scalar items)
+    scalars = NestedTensor([1.0, 2.0])
+    assert len(scalars) == 2 and scalars.shape == torch.Size([2]) and scalars.dim() == 1
+    assert torch.equal(scalars.tensor, torch.tensor([1.0, 2.0]))
+    one = NestedTensor(torch.tensor([[1, 2], [3, 4]]))  # one tensor is one item
+    assert len(one) == 1 and one.shape == torch.Size([1, 2, 2])
     assert NestedTensor(a, b).tolist() == [[0, 1, 2], [3, 4, 5, 6, 7]]
+    assert NestedTensor(x for x in (a, b)).tolist() == [[0, 1, 2], [3, 4, 5, 6, 7]]
+    promoted = NestedTensor(torch.tensor([1]), torch.tensor([1.5]))
+    assert promoted.dtype == torch.float32 and promoted.tolist() == [[1.0], [1.5]]
+    typed = NestedTensor([[1, 2], [3]], dtype=torch.float64, requires_grad=True)
+    assert typed.dtype == torch.float64 and typed.requires_grad and typed.values.is_leaf
+    empty = NestedTensor([], dtype=torch.float64)
+    assert len(empty) == 0 and empty.shape == torch.Size([0]) and empty.dtype == torch.float64
+    assert (
+        empty.tensor.shape == torch.Size([0])
+        and empty.mask.shape == torch.Size([0])
+        and empty.occupancy == 0.0
+    )
 
 
 def test_indexing_and_slicing(rng):
@@ -232,9 +256,10 @@ def test_multi_ragged_images(rng):
     assert nt.ragged_dims == (1, 2)
     assert nt.shape == torch.Size([3, 3, 5, 7]) and nt.dim() == 4
     assert [tuple(s) for s in nt.item_shapes] == [(3, 5, 7), (3, 4, 6), (3, 0, 2)]
-    # each item flattened row-major; offsets are item row offsets
-    assert torch.equal(nt.values, torch.cat([x.reshape(-1) for x in items]))
-    assert nt.offsets.tolist() == [0, 105, 177, 177]
+    # ragged dims first (rows = pixels), the channels a static dim: values [sum H W, C]
+    assert nt.packed_dim_order == (1, 2, 0)
+    assert torch.equal(nt.values, torch.cat([x.permute(1, 2, 0).reshape(-1, 3) for x in items]))
+    assert nt.offsets.tolist() == [0, 35, 59, 59]
     assert [p.tolist() for p in nt.partitions] == [[0, 5, 9, 9], [0, 7, 13, 15]]
     padded = torch.full((3, 3, 5, 7), -1.0)
     mask = torch.zeros(3, 3, 5, 7, dtype=torch.bool)
@@ -258,11 +283,20 @@ def test_multi_ragged_images(rng):
     out = F.gelu(nt * 2.0 + 1.0)
     check_items(out, [ref_gelu(x.double() * 2 + 1) for x in items])
     check_items(nt + nt, [2 * x for x in items])
-    # ops that need one ragged dim say so
-    with pytest.raises(NotImplementedError, match="one ragged dim"):
-        F.linear(nt, torch.randn(7, 7))
-    with pytest.raises(NotImplementedError, match="one ragged dim"):
-        nt.mean(dim=1)
+    # per pixel over the channels, and pooling over both ragged dims
+    check_items(nt.mean(dim=1), [x.double().mean(0) for x in items], **SUM)
+    close(
+        nt.mean(dim=(2, 3)),
+        torch.stack(
+            [x.double().mean((1, 2)) if x.numel() else torch.zeros(3, dtype=torch.float64) for x in items]
+        ),
+        **SUM,
+    )
+    close(nt.amax(dim=(2, 3))[:2], torch.stack([x.double().amax((1, 2)) for x in items[:2]]), rtol=0, atol=0)
+    # over one of the two ragged dims: per item (eager)
+    check_items(nt.sum(dim=2), [x.double().sum(1) for x in items], **SUM)
+    with pytest.raises(ValueError, match="ragged"):
+        F.linear(nt, torch.randn(7, 7))  # the last dim (W) is ragged
     for x, y in zip(items, before, strict=False):
         assert torch.equal(x, y)
 
@@ -292,7 +326,7 @@ def test_equal_shapes_default_to_first_dim_ragged(rng):
     items = [torch.ones(3, 5, 7), torch.zeros(3, 5, 7)]
     nt = NestedTensor(items)
     assert nt.ragged_dims == (0,) and tuple(nt.values.shape) == (6, 5, 7)
-    assert torch.equal(nt.tensor, torch.stack(items)) and tuple(nt.mask.shape) == (2, 3)
+    assert torch.equal(nt.tensor, torch.stack(items)) and tuple(nt.mask.shape) == (2, 3, 5)
 
 
 # -- bad input -------------------------------------------------------------------
@@ -301,18 +335,27 @@ def test_equal_shapes_default_to_first_dim_ragged(rng):
 def test_bad_input():
     with pytest.raises(ValueError, match=r"tensors\[2\].*rank"):
         NestedTensor(torch.ones(2, 3), torch.ones(1, 3), torch.ones(3))
-    with pytest.raises(ValueError, match=r"tensors\[1\].*dtype"):
-        NestedTensor(torch.ones(2, 3), torch.ones(1, 3, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"tensors\[2\].*dim 1 is not ragged"):
         NestedTensor(torch.ones(2, 3), torch.ones(1, 3), torch.ones(4, 5), ragged_dims=(0,))
-    with pytest.raises(ValueError, match="at least one"):
-        NestedTensor()
-    with pytest.raises(ValueError, match=r"tensors\[0\].*scalar"):
-        NestedTensor(torch.tensor(1.0), torch.tensor(2.0))
     with pytest.raises(ValueError, match="ragged_dims"):
         NestedTensor(torch.ones(2, 3), ragged_dims=(2,))
+    with pytest.raises(ValueError, match="tensors"):
+        NestedTensor(False)
+    with pytest.raises(ValueError, match=r"tensors\[1\].*convert"):
+        NestedTensor([[1, 2], "ab"])
     with pytest.raises(TypeError, match="nesting"):
         NestedTensor(NestedTensor(torch.ones(2)))
+    with pytest.raises(TypeError, match="batch_first must be a bool"):
+        NestedTensor(torch.ones(2), batch_first=1)
+    nt = NestedTensor(torch.ones(2), torch.ones(3))
+    with pytest.raises(TypeError, match="padding_value must be float-convertible"):
+        nt.padding_value = object()
+    with pytest.raises(AttributeError, match="read-only"):
+        nt.dtype = torch.float64
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(nt)
+    with pytest.raises(IndexError, match="out of range"):
+        nt.sum(dim=5)
 
 
 def test_from_packed_no_copy_and_checks():
@@ -437,7 +480,9 @@ def test_linear_and_activations(rng, lengths):
     check_items(nn.GELU()(nt), [ref_gelu(x) for x in x64])
     check_items(F.gelu(nt, approximate="tanh"), [ref_gelu_tanh(x) for x in x64])
     check_items(F.relu(nt), [x.clamp_min(0) for x in x64])
-    check_items(nn.ReLU(inplace=True)(nt), [x.clamp_min(0) for x in x64])
+    work = nt.clone()
+    assert nn.ReLU(inplace=True)(work) is work  # in place, like DanLing: the same object, its values updated
+    check_items(work, [x.clamp_min(0) for x in x64])
     check_items(torch.relu(nt), [x.clamp_min(0) for x in x64])
     check_items(F.silu(nt), [x / (1 + torch.exp(-x)) for x in x64])
     check_items(nn.SiLU()(nt), [x / (1 + torch.exp(-x)) for x in x64])
@@ -462,8 +507,11 @@ def test_layer_norm(rng, lengths):
     check_items(ln(nt), ref, **EXP)
     check_items(F.layer_norm(nt, (D,), ln.weight, ln.bias, 1e-5), ref, **EXP)
     check_items(F.layer_norm(nt, (D,)), [ref_layer_norm(x.double(), 1.0, 0.0, 1e-5) for x in items], **EXP)
-    with pytest.raises(NotImplementedError, match="normalized_shape"):
-        F.layer_norm(nt, (4, D))
+    if set(lengths) == {4}:  # over the ragged dim: per item (eager), where every length fits
+        check_items(F.layer_norm(nt, (4, D)), [F.layer_norm(x.double(), (4, D)) for x in items], **EXP)
+    else:
+        with pytest.raises(RuntimeError, match="normalized_shape"):
+            F.layer_norm(nt, (4, D))
 
 
 def test_dropout(rng):
@@ -512,7 +560,7 @@ def test_trailing_dim_views(rng, lengths):
     check_items(heads, [x.reshape(-1, 3, 4) for x in items], rtol=0, atol=0)
     check_items(heads.flatten(2), items, rtol=0, atol=0)
     assert nt.size(-1) == 12 and nt.ndim == 3
-    with pytest.raises(NotImplementedError, match="trailing"):
+    with pytest.raises(NotImplementedError, match="ragged"):
         nt.chunk(2, dim=1)
 
 
@@ -583,7 +631,7 @@ def test_binary_structure_errors(rng):
     with pytest.raises(ValueError, match="different structure"):
         torch.mul(a, NestedTensor(make_items(rng, [3, 1, 1])))
     with pytest.raises(ValueError, match="cannot broadcast"):
-        a + torch.randn(3, D)  # positional [L, D] does not broadcast over ragged rows
+        a + torch.randn(2, D)  # [L, D] with L neither 1 nor the maximum length (3)
     with pytest.raises(ValueError, match="cannot broadcast"):
         a + torch.randn(5, 1, D)  # wrong batch size
     same = NestedTensor(make_items(rng, [3, 1]))
@@ -605,8 +653,13 @@ def test_pooling(rng, lengths):
 
     close(nt.sum(dim=1), ref(lambda x: x.sum(0), 0.0), **SUM)
     close(nt.mean(dim=1), ref(lambda x: x.mean(0), 0.0), **SUM)
-    close(nt.max(dim=1), ref(lambda x: x.amax(0), float("-inf")), rtol=0, atol=0)
-    close(nt.min(dim=1), ref(lambda x: x.amin(0), float("inf")), rtol=0, atol=0)
+    close(nt.max(dim=1).values, ref(lambda x: x.amax(0), float("-inf")), rtol=0, atol=0)
+    close(nt.min(dim=1).values, ref(lambda x: x.amin(0), float("inf")), rtol=0, atol=0)
+    close(nt.amax(dim=1), ref(lambda x: x.amax(0), float("-inf")), rtol=0, atol=0)
+    idx = nt.max(dim=1).indices
+    for i, x in enumerate(x64):
+        if len(x):
+            assert torch.equal(idx[i], x.argmax(0))
     close(torch.mean(nt, dim=1), ref(lambda x: x.mean(0), 0.0), **SUM)
     close(torch.sum(nt, dim=-2), ref(lambda x: x.sum(0), 0.0), **SUM)
     close(nt.mean(dim=1, keepdim=True), ref(lambda x: x.mean(0), 0.0)[:, None], **SUM)
@@ -617,8 +670,12 @@ def test_pooling(rng, lengths):
     check_items(nt.sum(dim=2, keepdim=True), [x.sum(-1, keepdim=True) for x in x64], **SUM)
     total = sum(x.sum() for x in x64)
     close(nt.sum(), torch.as_tensor(total, dtype=torch.float64), **SUM)
-    with pytest.raises(NotImplementedError, match="batch dim"):
-        nt.sum(dim=0)
+    # over the batch dim: items aligned at the start, padding excluded
+    padded = padded_ref(x64, 0.0, (D,))
+    count = torch.tensor([[1.0 if j < n else 0.0 for j in range(max(lengths))] for n in lengths]).sum(0)
+    close(nt.sum(dim=0), padded.sum(0), **SUM)
+    close(nt.mean(dim=0), padded.sum(0) / count[:, None], **SUM)
+    close(nt.sum(dim=(0, 1)), sum((x.sum(0) for x in x64), torch.zeros(D, dtype=torch.float64)), **SUM)
     seq_first = NestedTensor(items, batch_first=False)
     close(seq_first.mean(dim=0), ref(lambda x: x.mean(0), 0.0), **SUM)
 
@@ -641,20 +698,24 @@ def test_scaled_dot_product_attention(rng, lengths, causal):
     q_items = make_items(rng, lengths, trailing=(heads, d), low=-2, high=2)
     k_items = make_items(rng, lengths, trailing=(heads, d), low=-2, high=2)
     v_items = make_items(rng, lengths, trailing=(heads, d))
-    q, k, v = NestedTensor(q_items), NestedTensor(k_items), NestedTensor(v_items)
+    # torch's layout: [B, heads, L(b), d]; the packed values stay [N, heads, d]
+    q, k, v = (NestedTensor(t).transpose(1, 2) for t in (q_items, k_items, v_items))
+    assert q.ragged_dims == (1,) and tuple(q.values.shape[1:]) == (heads, d)
     scale = 1.0 / math.sqrt(d)
     ref = [
         ref_attention(a.double(), b.double(), c.double(), scale, causal)
         for a, b, c in zip(q_items, k_items, v_items, strict=False)
     ]
     out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    assert out.offsets is q.offsets
-    check_items(out, ref, **EXP)
+    assert out.offsets is q.offsets and out.ragged_dims == (1,)
+    check_items(out.transpose(1, 2), ref, **EXP)
     ref_s = [
         ref_attention(a.double(), b.double(), c.double(), 0.3, causal)
         for a, b, c in zip(q_items, k_items, v_items, strict=False)
     ]
-    check_items(F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.3), ref_s, **EXP)
+    check_items(
+        F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.3).transpose(1, 2), ref_s, **EXP
+    )
 
 
 def test_attention_one_head_gqa_and_errors(rng):
@@ -666,27 +727,46 @@ def test_attention_one_head_gqa_and_errors(rng):
         for x in q1.unbind()
     ]
     check_items(out, ref, **EXP)
-    q = NestedTensor(make_items(rng, lengths, trailing=(4, 2)))
-    kv = NestedTensor(make_items(rng, lengths, trailing=(2, 2)))
+    q_items = make_items(rng, lengths, trailing=(4, 2))
+    kv_items = make_items(rng, lengths, trailing=(2, 2))
+    q = NestedTensor(q_items).transpose(1, 2)
+    kv = NestedTensor(kv_items).transpose(1, 2)
     out = F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
     ref = [
         ref_attention(
             a.double(), b.double().repeat_interleave(2, 1), b.double().repeat_interleave(2, 1), 2**-0.5, False
         )
-        for a, b in zip(q.unbind(), kv.unbind(), strict=False)
+        for a, b in zip(q_items, kv_items, strict=False)
     ]
-    check_items(out, ref, **EXP)
+    check_items(out.transpose(1, 2), ref, **EXP)
     with pytest.raises(ValueError, match="heads"):
         F.scaled_dot_product_attention(q, kv, kv)
-    with pytest.raises(NotImplementedError, match="attn_mask"):
-        F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(1, dtype=torch.bool))
-    with pytest.raises(NotImplementedError, match="dropout_p"):
-        F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
-    other = NestedTensor(make_items(rng, [5, 0, 5], trailing=(4, 2)))
-    with pytest.raises(ValueError, match="different structure"):
-        F.scaled_dot_product_attention(q, other, other)
+    # a mask, dropout, or keys of other lengths: item by item (eager)
+    mask = torch.ones(6, 6, dtype=torch.bool).tril()
+    ref_m = [
+        F.scaled_dot_product_attention(
+            *(t.double().transpose(0, 1) for t in (a, a, a)), attn_mask=mask[: len(a), : len(a)]
+        )
+        for a in q_items
+    ]
+    check_items(F.scaled_dot_product_attention(q, q, q, attn_mask=mask), ref_m, **EXP)
+    other_items = make_items(rng, [5, 2, 5], trailing=(4, 2))
+    other = NestedTensor(other_items).transpose(1, 2)
+    cross = F.scaled_dot_product_attention(q, other, other)
+    ref_c = [
+        F.scaled_dot_product_attention(*(t.double().transpose(0, 1) for t in (a, b, b)))
+        for a, b in zip(q_items, other_items, strict=True)
+    ]
+    check_items(cross, ref_c, **EXP)
     with pytest.raises(TypeError, match="NestedTensor"):
         F.scaled_dot_product_attention(q, torch.randn(3, 4, 2), torch.randn(3, 4, 2))
+    # [B, L(b), H, d]: torch attends over the H entries of every token
+    per_token = NestedTensor(q_items)
+    check_items(
+        F.scaled_dot_product_attention(per_token, per_token, per_token),
+        [F.scaled_dot_product_attention(*(a.double(),) * 3) for a in q_items],
+        **EXP,
+    )
 
 
 def _mha_reference(mha: nn.MultiheadAttention, items, causal=False):
@@ -759,7 +839,9 @@ def test_transformer_encoder_layer(rng):
 
 def test_unsupported_function_is_named(rng):
     nt = NestedTensor(make_items(rng, [2, 3]))
-    with pytest.raises(TypeError, match="cumsum"):
+    with pytest.raises(TypeError, match="det"):
+        torch.det(nt)
+    with pytest.raises(ValueError, match="cumsum.*batch"):
         torch.cumsum(nt, 0)
     with pytest.raises(TypeError, match="conv1d"):
         F.conv1d(nt, torch.randn(2, 2, 1))
@@ -772,18 +854,22 @@ def test_ops_never_mutate_inputs(rng):
     packed = nt.values.clone()
     layer = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True).eval()
     ops = [
-        lambda t: F.relu(t, inplace=True),
-        lambda t: F.silu(t, inplace=True),
-        lambda t: F.dropout(t, 0.5, True, inplace=True),
+        lambda t: F.relu(t),
+        lambda t: F.silu(t),
+        lambda t: F.dropout(t, 0.5, True),
         lambda t: t + t,
         lambda t: t * 2,
         lambda t: t.mean(dim=1),
         lambda t: t.softmax(dim=1),
         lambda t: F.layer_norm(t, (16,)),
         lambda t: layer(t),
-        lambda t: F.scaled_dot_product_attention(
-            t.unflatten(-1, (4, 4)), t.unflatten(-1, (4, 4)), t.unflatten(-1, (4, 4))
-        ),
+        lambda t: F.scaled_dot_product_attention(*[t.unflatten(-1, (4, 4)).transpose(1, 2)] * 3),
+        lambda t: t.transpose(1, 2).contiguous(),
+        lambda t: t[:, 1:],
+        lambda t: t.sum(0),
+        lambda t: t.view(len(t), -1, 4),
+        lambda t: torch.cat([t, t], dim=1),
+        lambda t: t.clone().add_(1),
         lambda t: t.tensor.add_(1),
         lambda t: t.mask,
         lambda t: t[1:].tensor,
@@ -813,8 +899,9 @@ class EncoderBlock(nn.Module):
         self.fc2 = nn.Linear(4 * e, e)
 
     def forward(self, x):
-        q, k, v = (t.unflatten(-1, (self.heads, -1)) for t in self.qkv(self.ln1(x)).chunk(3, dim=-1))
-        x = x + self.proj(F.scaled_dot_product_attention(q, k, v).flatten(2))
+        qkv = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in qkv)
+        x = x + self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2))
         x = x + self.fc2(self.act(self.fc1(self.ln2(x))))
         return x.mean(dim=1)
 
