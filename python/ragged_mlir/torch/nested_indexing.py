@@ -184,7 +184,12 @@ def _static_index(nt: NestedTensor, rest: tuple) -> NestedTensor:
 def _ragged_select(nt: NestedTensor, d: int, p: int, rest: tuple) -> torch.Tensor:
     """``x[:, p]`` on the ragged dim: row ``p`` of every item, a dense ``[B, ...]``."""
     lengths = nt.lengths
-    if not _is_compiling():
+    if _is_compiling():
+        torch._assert_async(
+            (lengths > p).all() if p >= 0 else (lengths >= -p).all(),
+            f"index {p} is out of range for an item of the NestedTensor (ragged dim {d + 1})",
+        )
+    else:
         short = (lengths <= p).nonzero() if p >= 0 else (lengths < -p).nonzero()
         if short.numel():
             i = int(short[0])

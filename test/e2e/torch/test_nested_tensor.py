@@ -939,3 +939,340 @@ def test_dynamo_returns_nested_tensor_and_mha(rng):
     torch.testing.assert_close(out.values, f(x).values)
     assert torch.equal(out.offsets, x.offsets)
     torch.testing.assert_close(out.tensor, f(x).tensor)
+
+
+# -- DanLing's API: views, indexing, assignment, in-place, reductions, serialization ----------
+
+
+def test_views_keep_the_packed_values(rng, lengths):
+    """unflatten / transpose / flatten relabel dims: the values are not copied."""
+    items = make_items(rng, lengths, trailing=(12,))
+    nt = NestedTensor(items)
+    heads = nt.unflatten(-1, (3, -1)).transpose(1, 2)  # [B, 3, L(b), 4]
+    assert heads.values.data_ptr() == nt.values.data_ptr() and tuple(heads.values.shape[1:]) == (3, 4)
+    assert heads.ragged_dims == (1,) and heads.shape == torch.Size([len(lengths), 3, max(lengths), 4])
+    check_items(heads, [x.reshape(-1, 3, 4).transpose(0, 1) for x in items], rtol=0, atol=0)
+    back = heads.transpose(1, 2).flatten(-2)
+    assert back.values.data_ptr() == nt.values.data_ptr() and back.ragged_dims == (0,)
+    check_items(back, items, rtol=0, atol=0)
+    check_items(nt.permute(0, 2, 1), [x.T for x in items], rtol=0, atol=0)
+    check_items(nt.T, [x.T for x in items], rtol=0, atol=0)
+    check_items(nt.unsqueeze(1), [x[None] for x in items], rtol=0, atol=0)
+    check_items(nt.unsqueeze(-1).squeeze(-1), items, rtol=0, atol=0)
+    check_items(nt.view(len(nt), -1, 4), [x.reshape(-1, 4) for x in items], rtol=0, atol=0)
+    check_items(nt.reshape(-1), [x.reshape(-1) for x in items], rtol=0, atol=0)
+    check_items(nt.flatten(1), [x.reshape(-1) for x in items], rtol=0, atol=0)
+    merged = nt.view(len(nt), -1, 24) if all(n % 2 == 0 for n in lengths) else None
+    if merged is not None:
+        check_items(merged, [x.reshape(-1, 24) for x in items], rtol=0, atol=0)
+    assert nt.unsqueeze(0).batch_first is False and nt.unsqueeze(0).shape[0] == 1
+    assert torch.equal(nt.flatten(), nt.tensor.flatten())  # with the batch dim: the padded view (DanLing)
+
+
+def test_indexing_inside_items(rng):
+    lengths = [3, 1, 4]
+    items = make_items(rng, lengths)
+    nt = NestedTensor(items)
+    check_items(nt[:, 1:], [x[1:] for x in items], rtol=0, atol=0)
+    check_items(nt[:, :2], [x[:2] for x in items], rtol=0, atol=0)
+    check_items(nt[:, ::2], [x[::2] for x in items], rtol=0, atol=0)
+    check_items(nt[..., 1:], [x[..., 1:] for x in items], rtol=0, atol=0)
+    check_items(nt[..., 0], [x[..., 0] for x in items], rtol=0, atol=0)
+    check_items(nt[:, None], [x[None] for x in items], rtol=0, atol=0)
+    check_items(nt[..., None], [x[..., None] for x in items], rtol=0, atol=0)
+    assert torch.equal(nt[:, 0], torch.stack([x[0] for x in items]))  # first token: dense [B, d]
+    assert torch.equal(nt[:, -1], torch.stack([x[-1] for x in items]))
+    check_items(nt[nt > 0], [x[x > 0] for x in items], rtol=0, atol=0)
+    check_items(nt[nt.tensor > 0], [x[x > 0] for x in items], rtol=0, atol=0)
+    check_items(nt[torch.tensor([True, False, True])], [items[0], items[2]], rtol=0, atol=0)
+    check_items(nt[torch.tensor([2, 0, 2])], [items[2], items[0], items[2]], rtol=0, atol=0)
+    assert torch.equal(nt[1, 0], items[1][0])
+    with pytest.raises(IndexError, match="out of range for item 1"):
+        nt[:, 2]
+    with pytest.raises(IndexError, match="Boolean index has length 2"):
+        nt[[True, False]]
+    with pytest.raises(IndexError, match="ellipsis"):
+        nt[..., ..., 0]
+    with pytest.raises(ValueError, match="indices"):
+        nt[1.5]
+
+
+def test_assignment(rng):
+    items = make_items(rng, [3, 1, 4])
+    nt = NestedTensor(items)
+    alias = nt.values
+    nt[0] = torch.full((3, D), 7.0)  # same shape: written into the packed values
+    assert nt.values is alias and torch.equal(nt[0], torch.full((3, D), 7.0))
+    nt[:, 0] = -1.0
+    assert nt.values is alias and all(bool((t[0] == -1).all()) for t in nt.unbind())
+    nt[..., 1] = 5.0
+    assert all(bool((t[:, 1] == 5).all()) for t in nt.unbind())
+    nt[nt > 6] = 0.0
+    assert not bool((nt.values > 6).any())
+    nt[1] = torch.ones(6, D)  # new shape: the batch is repacked
+    assert [tuple(s) for s in nt.item_shapes] == [(3, D), (6, D), (4, D)]
+    assert torch.equal(nt[1], torch.ones(6, D)) and torch.equal(nt[2][1:, 2:], items[2][1:, 2:])
+    nt[[True, False, True], 0] = 9.0
+    assert float(nt[0][0, 0]) == 9.0 and float(nt[2][0, 0]) == 9.0 and float(nt[1][0, 0]) == 1.0
+    with pytest.raises(IndexError, match="out of range"):
+        nt[5] = torch.ones(1, D)
+    with pytest.raises(ValueError, match="ndim"):
+        nt[0] = torch.ones(D)
+
+
+def test_inplace_updates_the_values(rng):
+    items = make_items(rng, [3, 0, 2], low=-1.0, high=1.0)
+    nt = NestedTensor(items)
+    alias = nt.values
+    x64 = [x.double() for x in items]
+    nt += 1.0
+    nt *= NestedTensor([x + 1 for x in items])
+    nt.sub_(0.5)
+    assert F.relu(nt, inplace=True) is nt
+    nt.clamp_(max=2.0)
+    assert nt.values is alias  # one buffer throughout
+    check_items(nt, [((x + 1) * (x + 1) - 0.5).clamp_min(0).clamp_max(2.0) for x in x64], **ELEM)
+    frozen = NestedTensor(items, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf"):
+        frozen.add_(1)
+    with pytest.raises(TypeError, match="in-place"):
+        torch.ones(3, D).add_(nt)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_reductions_over_any_dims(rng, lengths, batch_first):
+    items = make_items(rng, lengths, trailing=(3, 4))
+    nt = NestedTensor(items, batch_first=batch_first)
+    x64 = [x.double() for x in items]
+    ragged = 1 if batch_first else 0
+    last = 3
+
+    def per_item(fn, empty_shape):
+        return torch.stack(
+            [fn(x) if x.shape[0] else torch.zeros(empty_shape, dtype=torch.float64) for x in x64]
+        )
+
+    close(nt.sum(dim=(ragged, last)), per_item(lambda x: x.sum((0, 2)), (3,)), **SUM)
+    close(nt.mean(dim=(ragged, 2, last)), per_item(lambda x: x.mean(), ()), **SUM)
+    close(
+        nt.sum(dim=ragged, keepdim=True).movedim(ragged, 0)[0] if False else nt.sum(dim=ragged),
+        per_item(lambda x: x.sum(0), (3, 4)),
+        **SUM,
+    )
+    check_items(nt.sum(dim=last), [x.sum(-1) for x in x64], **SUM)
+    check_items(
+        nt.amax(dim=(2, last), keepdim=True), [x.amax((1, 2), keepdim=True) for x in x64], rtol=0, atol=0
+    )
+    close(nt.sum(), torch.stack([x.sum() for x in x64]).sum() if x64 else torch.tensor(0.0), **SUM)
+    nonempty = [i for i, x in enumerate(x64) if len(x)]
+    if nonempty:
+        v = nt.var(dim=ragged)
+        for i in nonempty:
+            if len(x64[i]) > 1:
+                close(v[i], x64[i].var(0), **SUM)
+        lse = torch.logsumexp(nt, dim=ragged)
+        for i in nonempty:
+            close(lse[i], torch.logsumexp(x64[i], 0), **SUM)
+        am = nt.argmax(dim=ragged)
+        for i in nonempty:
+            assert torch.equal(am[i], x64[i].argmax(0))
+    assert torch.equal(nt.any(dim=ragged), torch.stack([(x != 0).any(0) for x in x64]))
+    assert torch.equal((nt > 0).all(dim=ragged), torch.stack([(x > 0).all(0) for x in x64]))
+
+
+def test_scans_flips_and_concatenation(rng, lengths):
+    items = make_items(rng, lengths)
+    nt = NestedTensor(items)
+    x64 = [x.double() for x in items]
+    check_items(torch.cumsum(nt, 1), [x.cumsum(0) for x in x64], **SUM)
+    check_items(torch.flip(nt, [1]), [x.flip(0) for x in x64], rtol=0, atol=0)
+    check_items(F.log_softmax(nt, dim=1), [torch.log_softmax(x, 0) for x in x64], **EXP)
+    check_items(torch.cat([nt, nt * 2], dim=1), [torch.cat([x, 2 * x]) for x in x64], rtol=0, atol=0)
+    check_items(torch.cat([nt, nt], dim=-1), [torch.cat([x, x], -1) for x in x64], rtol=0, atol=0)
+    check_items(torch.stack([nt, nt + 1], dim=1), [torch.stack([x, x + 1]) for x in x64], **ELEM)
+    both = torch.cat([nt, nt[:1], torch.zeros(2, D)])
+    check_items(both, items + items[:1] + [torch.zeros(2, D)], rtol=0, atol=0)
+    check_items(
+        torch.where(nt > 0, nt, nt.tensor * 0 - 1), [torch.where(x > 0, x, -1.0) for x in x64], rtol=0, atol=0
+    )
+
+
+def test_serialization_round_trips(rng):
+    import copy
+    import io
+    import pickle
+
+    items = [torch.randn(3, 5, 7), torch.randn(3, 4, 6)]
+    nt = NestedTensor(items, batch_first=False, padding_value=-2.0, mask_value=True)
+    buf = io.BytesIO()
+    torch.save(nt, buf)
+    buf.seek(0)
+    for copied in (pickle.loads(pickle.dumps(nt)), copy.deepcopy(nt), copy.copy(nt), torch.load(buf)):
+        check_items(copied, items, rtol=0, atol=0)
+        assert (copied.batch_first, copied.padding_value, copied.mask_value) == (False, -2.0, True)
+        assert copied.ragged_dims == (1, 2) and torch.equal(copied.tensor, nt.tensor)
+    assert copy.copy(nt).values is nt.values and copy.deepcopy(nt).values is not nt.values
+
+
+def test_factories(rng):
+    padded = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0]])
+    mask = padded != 0
+    nt = NestedTensor.from_tensor_mask(padded, mask)
+    assert nt.tolist() == [[1.0, 2.0], [3.0]]
+    assert NestedTensor.from_tensor_mask(padded, ~mask, mask_value=True).tolist() == [[1.0, 2.0], [3.0]]
+    with pytest.raises(ValueError, match="prefix"):
+        NestedTensor.from_tensor_mask(padded, torch.tensor([[True, False, True], [True, False, False]]))
+    with pytest.raises(ValueError, match="batch dimension mismatch"):
+        NestedTensor.from_tensor_mask(padded, mask[:1])
+    like = nt.nested_like(nt.tensor * 3)
+    assert like.tolist() == [[3.0, 6.0], [9.0]]
+    assert nt.nested_like(padded * 3, strict=False).tolist() == [[3.0, 6.0], [9.0]]  # larger: cropped
+    with pytest.raises(ValueError, match="does not match"):
+        nt.nested_like(torch.zeros(2, 5))
+    concat, shapes = nt.concatenate()
+    assert NestedTensor.from_concatenated(concat, shapes).tolist() == nt.tolist()
+    assert nt.element_sizes().tolist() == [[2], [1]] and nt.packed_offsets().tolist() == [0, 2, 3]
+    assert nt.to_torch_nested().layout == torch.jagged
+    assert torch.zeros_like(nt).tolist() == [[0.0, 0.0], [0.0]]
+
+
+def test_function_table_is_enumerable():
+    from ragged_mlir.torch.nested import CATEGORIES, FUNCTIONS, supported_functions
+
+    entries = supported_functions()
+    assert len(entries) == len(FUNCTIONS) and {e.category for e in entries} <= set(CATEGORIES)
+    by_func = {e.func: e for e in entries}
+    assert by_func[torch.exp].category == "per-token"  # from aten's pointwise tag, not a hand list
+    assert by_func[torch.special.erfcx].category == "per-token"
+    assert by_func[torch.sum].category == "reduction"
+    assert by_func[F.scaled_dot_product_attention].category == "attention"
+    assert by_func[torch.softmax].category == "ragged-dim"
+    assert len(supported_functions("per-token")) > 200
+    with pytest.raises(ValueError, match="category"):
+        supported_functions("nope")
+    nt = NestedTensor(torch.ones(2, 3), torch.ones(1, 3))
+    assert torch.equal(nt.erfinv().values, torch.erfinv(nt.values))  # Tensor methods come from the table
+
+
+# -- torch.compile -------------------------------------------------------------------------
+
+
+TRACEABLE = {
+    "pointwise": lambda x: (x.exp() + torch.sin(x) * 2 - x.abs().sqrt() / (1 + x**2)).values,
+    "dense_operands": lambda x: ((x - torch.arange(16.0)) / (torch.arange(16.0) + 1)).values,
+    "where_masked_fill": lambda x: torch.where(x > 0, x, x * 0.1).masked_fill(x < -1, 0.0).values,
+    "linear_norm": lambda x: F.layer_norm(F.gelu(F.linear(x, torch.ones(4, 16))), (4,)).values,
+    "reduce_ragged": lambda x: (
+        x.sum(1) + x.mean(dim=1) + x.amax(1) + x.max(dim=1).values + x.var(1).nan_to_num()
+    ),
+    "reduce_static_and_both": lambda x: x.sum(-1).values.sum() + x.mean((1, 2)).sum(),
+    "softmaxes": lambda x: (x.softmax(1) + F.log_softmax(x, dim=1) + F.softmax(x, dim=-1)).values,
+    "indexing": lambda x: x[..., 2:].values.sum() + x[..., 0].values.sum() + x[..., None].values.sum(),
+    "views": lambda x: (
+        x.unflatten(-1, (2, -1)).transpose(1, 2).transpose(1, 2).flatten(-2).view(len(x), -1, 4).values
+    ),
+    "cat_stack": lambda x: torch.cat([x, x], dim=-1).values.sum() + torch.stack([x, x], -1).values.sum(),
+    "cat_ragged": lambda x: torch.cat([x, x * 2], dim=1).values,
+    "inplace": lambda x: x.clone().add_(1).mul_(2).values,
+    "flip": lambda x: torch.flip(x, [1]).values,
+    "sizes": lambda x: x.values * (x.size(0) + x.size(-1) + len(x) + x.dim() + x.shape[-1]),
+}
+
+
+@pytest.mark.parametrize("name", list(TRACEABLE))
+def test_traceable_in_one_graph_without_recompiles(rng, name):
+    fn = TRACEABLE[name]
+    torch._dynamo.reset()
+    x = NestedTensor(make_items(rng, [3, 0, 5, 1], trailing=(16,)))
+    explain = torch._dynamo.explain(fn)(x)
+    assert explain.graph_count == 1 and explain.graph_break_count == 0, explain.break_reasons
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="eager", fullgraph=True, dynamic=True)
+    frames = None
+    for lengths in ([3, 0, 5, 1], [2, 6, 4, 7], [1, 1, 9, 2, 3], [4, 2, 5, 2, 6]):
+        x = NestedTensor(make_items(rng, lengths, trailing=(16,)))
+        torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+        if len(lengths) == 5 and frames is None:
+            frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == frames, "recompiled for new lengths"
+
+
+class AttentionIdiom(nn.Module):
+    """The standard multi-head idiom on [B, L(b), E]."""
+
+    def __init__(self, e=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(e, 3 * e)
+        self.out = nn.Linear(e, e)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(a.transpose(1, 2).flatten(-2)) + x
+
+
+def _idiom_reference(m: AttentionIdiom, x: torch.Tensor) -> torch.Tensor:
+    p = {k: v.double() for k, v in m.state_dict().items()}
+    x = x.double()
+    q, k, v = F.linear(x, p["qkv.weight"], p["qkv.bias"]).chunk(3, dim=-1)
+    q, k, v = (t.unflatten(-1, (m.heads, -1)).transpose(0, 1) for t in (q, k, v))
+    a = ref_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), q.shape[-1] ** -0.5, True)
+    return F.linear(a.flatten(-2), p["out.weight"], p["out.bias"]) + x
+
+
+def test_compile_attention_idiom_ragged_backend(rng):
+    pytest.importorskip("torch_mlir")
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = AttentionIdiom().eval()
+    compiled = torch.compile(model, backend="ragged", dynamic=True, options={"fallback": False})
+    for lengths in ([3, 0, 5, 1], [7], [4, 4, 4]):
+        items = make_items(rng, lengths, trailing=(16,))
+        with torch.no_grad():
+            out = compiled(NestedTensor(items))
+        check_items(out, [_idiom_reference(model, x) for x in items], **EXP)
+
+
+class ReadsShapes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        b, d, n, r = x.size(0), x.shape[-1], len(x), x.dim()
+        pooled = self.lin(x).mean(dim=1)
+        return pooled.reshape(b, d) * (n + r), torch.full((n,), float(d))
+
+
+def test_compile_shape_queries_ragged_backend(rng):
+    pytest.importorskip("torch_mlir")
+    torch._dynamo.reset()
+    torch.manual_seed(1)
+    model = ReadsShapes().eval()
+    compiled = torch.compile(model, backend="ragged", dynamic=True, options={"fallback": False})
+    w, bias = model.lin.weight.detach().double(), model.lin.bias.detach().double()
+    for lengths in ([3, 0, 5], [2, 6, 1, 4]):
+        items = make_items(rng, lengths, trailing=(16,))
+        with torch.no_grad():
+            pooled, full = compiled(NestedTensor(items))
+        want = torch.stack(
+            [
+                (x.double() @ w.T + bias).mean(0) if len(x) else torch.zeros(16, dtype=torch.float64)
+                for x in items
+            ]
+        )
+        close(pooled, want * (len(items) + 3), **SUM)
+        assert full.tolist() == [16.0] * len(items)
+
+
+def test_first_token_compiled_checks_the_lengths(rng):
+    """``x[:, 0]`` (CLS pooling) traces to one gather; an empty item fails loudly, not silently."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: x[:, 0] * 2, backend="eager", fullgraph=True, dynamic=True)
+    for lengths in ([3, 2, 5], [1, 4, 2, 2]):
+        items = make_items(rng, lengths)
+        torch.testing.assert_close(compiled(NestedTensor(items)), torch.stack([x[0] * 2 for x in items]))
+    with pytest.raises(RuntimeError, match="out of range"):
+        compiled(NestedTensor(make_items(rng, [3, 0, 2])))
