@@ -53,6 +53,15 @@ KNOWN_FAILURES: dict[str, str] = {
         'yield values (2) to match the number of inits / outs operands" (head size > 1). '
         "Excluding it gives one-head attentions a key of their own."
     ),
+    "attention-of-attention": (
+        "On the default CPU lowering (IREE's fused attention ladder), a ragged.attention whose "
+        "query, key or value is directly the result of another ragged.attention fails to "
+        "compile: 'One or more operations with large vector sizes (32768 bytes) were found', or "
+        "\"'linalg.generic' op write affecting operations on global resources are restricted to "
+        'workgroup distributed contexts" when its key and value are one value. Any op in '
+        "between (unary, matmul) avoids it. Excluding it never feeds an attention's result "
+        "straight into another attention."
+    ),
 }
 
 LAYOUTS = ("seq", "images", "nested", "nested3", "pairs", "prefixed")
@@ -631,15 +640,17 @@ class _Gen:
         return True
 
     # attention family ----------------------------------------------------------
-    def heads_value(self, like: RType | None = None) -> Ref | None:
+    def heads_value(self, like: RType | None = None, fused: bool = False) -> Ref | None:
         """A ``[B, L(b), H, d]`` float value: from the pool, a reshape of a
         pool value, or a new argument."""
         if like is not None:
             same = self.floats(lambda t, f: t == like and f.finite and f.mag <= 8)
+            same = [r for r in same if not fused or self._attention_input_ok(r)]
             if same and self.chance(0.6):
                 return self.choose(same)
             return self.ragged_arg(like)
         pool = self.floats(lambda t, f: t.is_seq and len(t.dims) == 3 and f.finite and f.mag <= 8)
+        pool = [r for r in pool if not fused or self._attention_input_ok(r)]
         if pool and self.chance(0.5):
             return self.choose(pool)
         flat = self.floats(
@@ -666,6 +677,9 @@ class _Gen:
             )[0]
         t = self.layout_type("seq", self.dtype, trailing=(self.dim(1, 4), self.dim(1, 8)))
         return self.ragged_arg(t)
+
+    def _attention_input_ok(self, r: Ref) -> bool:
+        return not (self.fn.nodes[r[0]].op == "attention" and self.excluded("attention-of-attention"))
 
     def _scale(self, t: RType) -> float:
         d = t.dims[2].size if isinstance(t.dims[2], Dyn) else t.dims[2]
@@ -716,13 +730,13 @@ class _Gen:
         return True
 
     def op_attention(self) -> bool:
-        q = self.heads_value()
+        q = self.heads_value(fused=True)
         t = self.fn.type_of(q)
-        k = self.heads_value(t)
+        k = self.heads_value(t, fused=True)
         heads = t.dims[1].size if isinstance(t.dims[1], Dyn) else t.dims[1]
         if k == q and heads == 1 and self.excluded("attention-one-head-shared-qk"):
             k = self.ragged_arg(t)
-        v = self.heads_value(t)
+        v = self.heads_value(t, fused=True)
         scale = self._scale(t)
         causal = self.chance(0.5)
         fv = self.facts[v]

@@ -53,8 +53,12 @@ FMAX = {"f16": 65504.0, "f32": 3.4e38, "f64": 1.7e308}
 #: Ulps granted to polynomial approximations of exp, log, tanh, erf, ...
 TRANSCENDENTAL_ULPS = 8.0
 
-#: Length plans: how the lengths of the first top-level symbol are drawn.
-PLANS = ("empty_mixed", "batch1", "one_long", "all_equal", "all_empty", "random", "empty_batch")
+#: Length plans: how the batch and the lengths of the first top-level symbol
+#: are drawn. empty_mixed: every other item empty; batch1: a single item;
+#: one_long: one item of ``long`` rows among short ones; all_equal: no
+#: raggedness; all_empty: zero rows; random: lengths 0..11; empty_batch: no
+#: items at all; many_items: 40 to 89 items of random lengths.
+PLANS = ("empty_mixed", "batch1", "one_long", "all_equal", "all_empty", "random", "empty_batch", "many_items")
 
 
 class Unrepresentable(Exception):
@@ -440,6 +444,8 @@ def plan_lengths(plan: str, batch: int, rng: np.random.Generator, long: int) -> 
 
 
 def plan_batch(plan: str, rng: np.random.Generator) -> int:
+    if plan == "many_items":
+        return int(rng.integers(40, 90))
     return {"batch1": 1, "empty_batch": 0}.get(plan, int(rng.integers(2, 8)))
 
 
