@@ -15,7 +15,6 @@ sized when inputs are drawn (the batch, a padded extent, a row count).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
@@ -317,7 +316,3 @@ def emit(functions: Iterable[Function], program: builders.Program | None = None)
 
 def module_text(functions: Iterable[Function]) -> str:
     return emit(functions).module_text()
-
-
-def numel(shape: Iterable[int]) -> int:
-    return math.prod(int(s) for s in shape)

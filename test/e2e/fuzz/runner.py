@@ -248,6 +248,18 @@ def _live(fn: Function) -> set[int]:
     return live
 
 
+def _ancestors(fn: Function, k: int) -> set[int]:
+    """Node ``k`` and every node it depends on."""
+    seen: set[int] = set()
+    stack = [k]
+    while stack:
+        j = stack.pop()
+        if j not in seen:
+            seen.add(j)
+            stack.extend(r[0] for r in fn.nodes[j].operands)
+    return seen
+
+
 def _shift_one_row(offsets: np.ndarray) -> np.ndarray | None:
     """Offsets of the same rows with one row moved to the next item."""
     lengths = np.diff(offsets)
@@ -316,7 +328,10 @@ def violations(fn: Function, ev: Evaluator) -> list[tuple[str, list]]:
                     x = RaggedArray(src.values, [moved], _checked=False)
                     out.append(("match of a different partition", replaced(node.operands[0], x)))
         elif node.op == "concat":
-            for r in node.operands:
+            for i, r in enumerate(node.operands):
+                other = node.operands[1 - i]
+                if r[0] in _ancestors(fn, other[0]):
+                    continue  # the other operand would change along
                 t = fn.type_of(r)
                 shared = any(
                     set(t.symbols) & set(fn.nodes[a].types[0].symbols)
@@ -469,10 +484,6 @@ def _short(item) -> str:
     if hasattr(item, "v"):
         return np.array2string(item.v, threshold=60, precision=6)
     return "[" + ", ".join(_short(p) for p in item) + "]"
-
-
-def crash_outcome(case: Case, detail: str, setup: dict) -> Outcome:
-    return Outcome(case, "crash", detail, setup=setup)
 
 
 def format_exception(e: BaseException) -> str:
