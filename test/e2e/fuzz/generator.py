@@ -93,6 +93,12 @@ OPS = {
 UNARY = ("neg", "exp", "log", "tanh", "relu", "gelu", "sqrt", "rsqrt", "abs", "sigmoid")
 BINARY = ("add", "sub", "mul", "div", "max", "min")
 
+#: Larger dense sizes, on both sides of vector widths and tile sizes.
+LARGE_DIMS = (7, 15, 16, 17, 31, 33, 64, 65, 130)
+
+#: Most elements per row of values (keeps large dims from multiplying).
+MAX_ROW = 2048
+
 #: Largest magnitude a value may reach, per element type.
 LIMIT = {"f16": 2.0e3, "f32": 1.0e7, "f64": 1.0e9}
 
@@ -123,6 +129,8 @@ class GenConfig:
     p_static_batch: float = 0.15
     #: Probability of a dense dim of size 0.
     p_zero_dim: float = 0.02
+    #: Probability of a larger dense dim (LARGE_DIMS: around vector and tile sizes).
+    p_large_dim: float = 0.08
     #: Probability that a static dense argument is frozen (an IREE parameter).
     p_frozen: float = 0.0
     #: Gather from integer tables (the result takes structure ops only).
@@ -205,13 +213,15 @@ class _Gen:
         self.nsym += 1
         return f"{base}{self.nsym}"
 
-    def size(self, lo: int = 1, hi: int = 6) -> int:
+    def size(self, lo: int = 1, hi: int = 6, large: bool = True) -> int:
         if self.chance(self.cfg.p_zero_dim):
             return 0
+        if large and self.chance(self.cfg.p_large_dim):
+            return int(self.rng.choice(LARGE_DIMS))
         return int(self.rng.integers(lo, hi + 1))
 
-    def dim(self, lo: int = 1, hi: int = 6):
-        n = self.size(lo, hi)
+    def dim(self, lo: int = 1, hi: int = 6, large: bool = True):
+        n = self.size(lo, hi, large)
         return Dyn(n) if self.chance(self.cfg.p_dynamic) else n
 
     def as_dense_dim(self, d):
@@ -266,10 +276,14 @@ class _Gen:
         return self.add("arg", [], {"role": "lengths", "of": of}, TType(shape, "i64"), facts=[None])[0]
 
     def layout_type(self, layout: str, dtype: str, trailing: tuple | None = None) -> RType:
-        def tr(k_max: int) -> tuple:
+        def tr(k_max: int, large: bool = True) -> tuple:
             if trailing is not None:
                 return trailing
-            return tuple(self.dim() for _ in range(int(self.rng.integers(0, k_max + 1))))
+            k = int(self.rng.integers(0, k_max + 1))
+            dims = tuple(self.dim(large=large) for _ in range(k))
+            if _numel(dims) > MAX_ROW:
+                dims = tuple(self.dim(large=False) for _ in range(k))
+            return dims
 
         if layout == "seq":
             dims = (Sym(self.fresh("L")),) + tr(3)
@@ -283,9 +297,9 @@ class _Gen:
             dims = (Sym(a), Sym(b, a), Sym(self.fresh("C"), b)) + tr(1)
         elif layout == "pairs":
             s = self.fresh("L")
-            dims = (Sym(s), Sym(s)) + tr(2)
+            dims = (Sym(s), Sym(s)) + tr(2, large=False)
         elif layout == "prefixed":
-            dims = (self.size(1, 3), Sym(self.fresh("L"))) + tr(2)
+            dims = (self.size(1, 3, large=False), Sym(self.fresh("L"))) + tr(2)
         else:
             raise ValueError(f"layout: unknown {layout!r}")
         return RType(self.batch, dims, dtype)
@@ -375,7 +389,7 @@ class _Gen:
             return False
         n = self.dim(1, 8)
         mag = max(kk, 1) * f.mag
-        if mag > LIMIT[t.dtype]:
+        if mag > LIMIT[t.dtype] or _numel(t.trailing[:-1] + (n,)) > MAX_ROW:
             return False
         w = self.dense_arg((self.as_dense_dim(k), n), lo=-1.0, hi=1.0)
         out_t = t.with_(dims=t.dims[:-1] + (n,))
@@ -675,7 +689,7 @@ class _Gen:
                 t.with_(dims=(t.dims[0], h, total // h)),
                 facts=[self.facts[x]],
             )[0]
-        t = self.layout_type("seq", self.dtype, trailing=(self.dim(1, 4), self.dim(1, 8)))
+        t = self.layout_type("seq", self.dtype, trailing=(self.dim(1, 4, large=False), self.dim(1, 8)))
         return self.ragged_arg(t)
 
     def _attention_input_ok(self, r: Ref) -> bool:
@@ -759,6 +773,10 @@ class _Gen:
         extra = [r for r in refs if self.used.get(r) and self.chance(0.2)]
         out = sorted(set(sinks + extra))
         return out[-6:]
+
+
+def _numel(dims: tuple) -> int:
+    return math.prod(d.size if isinstance(d, Dyn) else d for d in dims)
 
 
 def _binary_facts(fn: str, f: Facts, g: Facts) -> Facts | None:

@@ -516,7 +516,9 @@ class Evaluator:
             batch = self._batch(t.batch)
             if not self._planned:
                 self._planned = True
-                lens = plan_lengths(self.plan, batch, rng, self.long)
+                # An item ragged in two dims of one symbol holds long^2 rows.
+                long = self.long if t.symbols.count(sym) == 1 else min(self.long, 300)
+                lens = plan_lengths(self.plan, batch, rng, long)
             elif self.plan == "all_empty":
                 lens = [0] * batch
             else:
