@@ -47,6 +47,11 @@ void populateRaggedComputeToLinalgPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns,
     const RaggedLoweringOptions &options = {});
 
+/// The unit attribute `ragged-hint-data-tiling` puts on a module whose
+/// contractions IREE's data tiling would miscompile and no hint can protect:
+/// compile such a module without `--iree-opt-data-tiling`.
+constexpr llvm::StringLiteral kNoDataTilingAttr = "ragged.no_data_tiling";
+
 /// Registers the named pipelines (`ragged-to-iree-input`).
 void registerRaggedPipelines();
 

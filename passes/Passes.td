@@ -61,4 +61,39 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
   ];
 }
 
+def HintDataTilingPass : Pass<"ragged-hint-data-tiling", "ModuleOp"> {
+  let summary = "Keeps IREE's data tiling off the contractions it miscompiles";
+  let description = [{
+    IREE's CPU data tiling (`--iree-opt-data-tiling`) packs GEMM operands
+    into the matmul kernel's tile layout, about 2x faster on dense
+    projections. IREE 3.13 miscompiles a contraction whose reduction extent
+    is dynamic once an operand is computed in the program ("'affine.
+    delinearize_index' op no basis element may be statically non-positive"):
+    a matmul by a weight of dynamic K fed by another op, the `P V`
+    contraction of bucketed attention with one head (whose unit head dim IREE
+    folds away, leaving a plain batch matmul over the bucket length), a
+    dense `torch.bmm` with dynamic K.
+
+    IREE data-tiles every supported contraction of a function unless one of
+    them carries its `iree.opt.data_tiling` hint, and then only the hinted
+    ones. In a function with a dynamic-reduction contraction this pass hints
+    the contractions IREE takes as they stand (static reduction, at most one
+    batch, M, N and K dim, no unit dims); when such a function has none, it
+    marks the module `ragged.no_data_tiling` and `compile()` leaves data
+    tiling off. Functions without a dynamic reduction are left to IREE.
+
+    Before:
+    ```mlir
+    %y = linalg.matmul ins(%x, %w : tensor<?x?xf32>, tensor<?x8xf32>) ...
+    %z = linalg.matmul ins(%y, %v : tensor<?x8xf32>, tensor<8x4xf32>) ...
+    ```
+    After:
+    ```mlir
+    %y = linalg.matmul ins(%x, %w : tensor<?x?xf32>, tensor<?x8xf32>) ...
+    %z = linalg.matmul {iree.opt.data_tiling} ins(%y, %v : ...) ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 #endif // RAGGED_PASSES_TD

@@ -45,5 +45,7 @@ void mlir::ragged::registerRaggedPipelines() {
         pm.addPass(createConvertRaggedToLinalgPass(lowering));
         pm.addPass(createCanonicalizerPass());
         pm.addPass(createCSEPass());
+        // Last: it reads the extents canonicalization made static.
+        pm.addPass(createHintDataTilingPass());
       });
 }

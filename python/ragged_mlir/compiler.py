@@ -62,6 +62,8 @@ _DEFAULT_DEVICE = {
 }
 
 _DATA_TILING = "--iree-opt-data-tiling"
+#: The module attribute of a lowering that must not be data-tiled.
+_NO_DATA_TILING = "ragged.no_data_tiling"
 
 _DEFAULT_FLAGS = {
     # Data tiling packs GEMM operands into the CPU's tile layout: the dense
@@ -135,12 +137,14 @@ class CompileOptions:
 
     def flags(self, lowered: str | None = None) -> list[str]:
         """The iree-compile flags; with the ``lowered`` IR, the defaults drop
-        data tiling where IREE 3.13 cannot apply it: its encodings fail on
-        dynamic batch matmuls ('affine.delinearize_index' op no basis element
-        may be statically non-positive), as a dense ``torch.bmm`` imports."""
+        data tiling where the pipeline's ``ragged-hint-data-tiling`` marked
+        the module ``ragged.no_data_tiling``: IREE 3.13 miscompiles a
+        contraction whose reduction extent is dynamic ('affine.delinearize_index'
+        op no basis element may be statically non-positive), and that module
+        has one that no hint keeps data tiling off."""
         user = {f.split("=", 1)[0] for f in self.iree_flags}
         defaults = [f for f in _DEFAULT_FLAGS[self.target] if f.split("=", 1)[0] not in user]
-        if lowered is not None and "linalg.batch_matmul" in lowered:
+        if lowered is not None and _NO_DATA_TILING in lowered:
             defaults = [f for f in defaults if f != _DATA_TILING]
         return defaults + list(self.iree_flags)
 

@@ -77,12 +77,13 @@ def test_gpu_targets_balance_by_default():
 
 
 def test_cpu_data_tiling_by_default():
-    """CPU compiles pack GEMM operands (data tiling) unless the lowered IR
-    holds batch matmuls, which IREE 3.13 cannot data-tile; a user's flag
-    always stays."""
+    """CPU compiles pack GEMM operands (data tiling) unless the lowering
+    marked the module ``ragged.no_data_tiling`` (a contraction IREE 3.13
+    cannot data-tile, that no hint protects); a user's flag always stays."""
     flag = "--iree-opt-data-tiling"
+    marked = "module attributes {ragged.no_data_tiling} {"
     assert flag in CompileOptions().flags()
-    assert flag in CompileOptions().flags("linalg.matmul")
-    assert flag not in CompileOptions().flags("linalg.batch_matmul")
-    assert flag in CompileOptions(iree_flags=[flag]).flags("linalg.batch_matmul")
+    assert flag in CompileOptions().flags("linalg.batch_matmul")
+    assert flag not in CompileOptions().flags(marked)
+    assert flag in CompileOptions(iree_flags=[flag]).flags(marked)
     assert flag not in CompileOptions(target="cuda").flags()
