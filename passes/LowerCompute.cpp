@@ -864,24 +864,52 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
     // tensor) fails IREE's CPU codegen ("large vector sizes"), so shared
     // operands keep the linalg gather.
     bool ireeGathers = useIree && q.values != k && q.values != v && k != v;
+    // IREE's attention gets no unit head dim: IREE would fold it, and it
+    // mis-folds an attention whose operands repeat (q = k: "Rank Mismatch
+    // for Query") or whose blocks are results of one gather. One head
+    // reads [rows, d] views of the values instead.
+    bool dropHead = useIree && valuesType.getDimSize(1) == 1;
+    SmallVector<ReassociationIndices> headOf{{0}, {1, 2}};
+    SmallVector<std::pair<Value, Value>> views;
+    auto rowsOf = [&](Value values) -> Value {
+      if (!dropHead)
+        return values;
+      for (auto [from, to] : views)
+        if (from == values)
+          return to;
+      Value view = tensor::CollapseShapeOp::create(rewriter, loc, values, headOf);
+      views.push_back({values, view});
+      return view;
+    };
+    Value qv = rowsOf(q.values), kv = rowsOf(k), vv = rowsOf(v);
+    // Dims of a row ([H, d], or [d] for a dropped head) and their sizes.
+    auto rowType = cast<RankedTensorType>(qv.getType());
+    SmallVector<int64_t> rowShape(rowType.getShape().drop_front());
+    unsigned rowRank = rowShape.size();
+    SmallVector<OpFoldResult> rowSizes = tensor::getMixedSizes(rewriter, loc, qv);
+    rowSizes.erase(rowSizes.begin());
+    // [n, S] then each row dim: how blocks and rows reshape into each other.
+    SmallVector<ReassociationIndices> slotsThenRow{{0, 1}};
+    for (unsigned i = 0; i < rowRank; ++i)
+      slotsThenRow.push_back({i + 2});
 
     // Each bucket's blocks [n, S, H, d] of q, k and v come from one gather
     // of the packed rows (rows past an item's length repeat its last row:
     // they are masked as keys and dropped as queries), attention runs on
     // them, and its output, as rows, is the next part of the output slab.
-    auto valuesShape = valuesType.getShape();
     SmallVector<Value> outBlocks;
     for (size_t kk = 0; kk < sizes.size(); ++kk) {
       // Dynamic sizes of the [n, S] slot tensors and the [n, S, H, d] blocks.
       SmallVector<Value> dyn2{lay.counts[kk]};
       if (ShapedType::isDynamic(staticSizes[kk]))
         dyn2.push_back(sizes[kk]);
-      SmallVector<Value> dyn4 = dyn2;
-      for (int64_t i : {1, 2})
-        if (valuesType.isDynamicDim(i))
-          dyn4.push_back(dimOf(rewriter, loc, q.values, i));
-      auto blockType =
-          RankedTensorType::get({ShapedType::kDynamic, staticSizes[kk], valuesShape[1], valuesShape[2]}, elem);
+      SmallVector<Value> dynBlock = dyn2;
+      for (unsigned i = 0; i < rowRank; ++i)
+        if (rowType.isDynamicDim(i + 1))
+          dynBlock.push_back(dimOf(rewriter, loc, qv, i + 1));
+      SmallVector<int64_t> blockShape{ShapedType::kDynamic, staticSizes[kk]};
+      llvm::append_range(blockShape, rowShape);
+      auto blockType = RankedTensorType::get(blockShape, elem);
       // The item in slot `slot` of this bucket, the row `i` of it that the
       // block reads, and whether `i` lies inside the item.
       Value first = lay.firsts[kk];
@@ -914,42 +942,63 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
         mask = table.getResult(1);
         Value slots = tensor::CollapseShapeOp::create(rewriter, loc, table.getResult(0),
                                                       SmallVector<ReassociationIndices>{{0, 1}});
-        SmallVector<OpFoldResult> sizes4{lay.counts[kk], getAsOpFoldResult(sizes[kk]),
-                                         tensor::getMixedSize(rewriter, loc, q.values, 1),
-                                         tensor::getMixedSize(rewriter, loc, q.values, 2)};
+        SmallVector<OpFoldResult> blockSizes{lay.counts[kk], getAsOpFoldResult(sizes[kk])};
+        llvm::append_range(blockSizes, rowSizes);
         auto block = [&](Value source) -> Value {
           return tensor::ExpandShapeOp::create(rewriter, loc, blockType, ireeGather(rewriter, loc, source, slots),
-                                               SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}}, sizes4)
+                                               slotsThenRow, blockSizes)
               .getResult();
         };
-        qb = block(q.values), kb = block(k), vb = block(v);
+        qb = block(qv), kb = block(kv), vb = block(vv);
       } else {
-        Value blockInit = emptyTensor(rewriter, loc, blockType.getShape(), elem, dyn4);
-        auto blocks = linalg::GenericOp::create(
-            rewriter, loc, TypeRange(SmallVector<Type>(3, blockInit.getType())), ValueRange{},
-            ValueRange{blockInit, blockInit, blockInit}, SmallVector<AffineMap>(3, rewriter.getMultiDimIdentityMap(4)),
-            SmallVector<utils::IteratorType>(4, utils::IteratorType::parallel),
-            [&](OpBuilder &b, Location l, ValueRange) {
-              Value row = slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1)).first;
-              Value h = linalg::IndexOp::create(b, l, 2), e = linalg::IndexOp::create(b, l, 3);
-              SmallVector<Value> read;
-              for (Value source : {q.values, k, v})
-                read.push_back(tensor::ExtractOp::create(b, l, source, ValueRange{row, h, e}));
-              linalg::YieldOp::create(b, l, read);
-            });
+        // One gather of the three blocks, or, when operands are shared,
+        // one gather per distinct source: a shared operand is one block.
+        // IREE merges results that yield the same value, and fails on a
+        // gather one of whose several results feeds two operands of its
+        // attention ('linalg.yield' op expected number of yield values (2)
+        // to match ... (1)).
+        SmallVector<Value> sources;
+        for (Value source : {qv, kv, vv})
+          if (!llvm::is_contained(sources, source))
+            sources.push_back(source);
+        unsigned loops = blockType.getRank();
+        auto gather = [&](ArrayRef<Value> from) {
+          Value init = emptyTensor(rewriter, loc, blockShape, elem, dynBlock);
+          return linalg::GenericOp::create(
+                     rewriter, loc, SmallVector<Type>(from.size(), blockType), ValueRange{},
+                     SmallVector<Value>(from.size(), init),
+                     SmallVector<AffineMap>(from.size(), rewriter.getMultiDimIdentityMap(loops)),
+                     SmallVector<utils::IteratorType>(loops, utils::IteratorType::parallel),
+                     [&](OpBuilder &b, Location l, ValueRange) {
+                       SmallVector<Value> at{
+                           slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1)).first};
+                       for (unsigned i = 2; i < loops; ++i)
+                         at.push_back(linalg::IndexOp::create(b, l, i));
+                       SmallVector<Value> read;
+                       for (Value source : from)
+                         read.push_back(tensor::ExtractOp::create(b, l, source, at));
+                       linalg::YieldOp::create(b, l, read);
+                     })
+              .getResults();
+        };
+        SmallVector<Value> blocks;
+        if (sources.size() == 3)
+          llvm::append_range(blocks, gather(sources));
+        else
+          for (Value source : sources)
+            blocks.push_back(gather(source).front());
+        auto blockOf = [&](Value source) { return blocks[llvm::find(sources, source) - sources.begin()]; };
         mask = parallelGeneric(rewriter, loc, slotInit(rewriter.getI1Type()), {}, {},
                                [&](OpBuilder &b, Location l, ValueRange) {
                                  return slotRow(b, l, linalg::IndexOp::create(b, l, 0),
                                                 linalg::IndexOp::create(b, l, 1))
                                      .second;
                                });
-        qb = blocks.getResult(0), kb = blocks.getResult(1), vb = blocks.getResult(2);
+        qb = blockOf(qv), kb = blockOf(kv), vb = blockOf(vv);
       }
       Value out = useIree ? ireeAttention(rewriter, loc, qb, kb, vb, mask, shape)
                           : linalgAttention(rewriter, loc, qb, kb, vb, mask, shape);
-      Value flat = tensor::CollapseShapeOp::create(rewriter, loc, out,
-                                                   SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}});
-      outBlocks.push_back(flat);
+      outBlocks.push_back(tensor::CollapseShapeOp::create(rewriter, loc, out, slotsThenRow));
     }
     Value outSlab = tensor::ConcatOp::create(rewriter, loc, /*dim=*/0, outBlocks);
 
@@ -965,14 +1014,17 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
           return arith::IndexCastOp::create(b, l, b.getI64Type(), at);
         });
     Value out = ireeGathers ? ireeGather(rewriter, loc, outSlab, slabRow)
-                        : parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, q.values), {}, {},
-                                          [&](OpBuilder &b, Location l, ValueRange) {
-                                            Value row = loadIndex(b, l, slabRow, ValueRange{linalg::IndexOp::create(b, l, 0)});
-                                            return tensor::ExtractOp::create(b, l, outSlab,
-                                                                             ValueRange{row, linalg::IndexOp::create(b, l, 1),
-                                                                                        linalg::IndexOp::create(b, l, 2)})
-                                                .getResult();
-                                          });
+                            : parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, qv), {}, {},
+                                              [&](OpBuilder &b, Location l, ValueRange) {
+                                                SmallVector<Value> at{loadIndex(
+                                                    b, l, slabRow, ValueRange{linalg::IndexOp::create(b, l, 0)})};
+                                                for (unsigned i = 1; i <= rowRank; ++i)
+                                                  at.push_back(linalg::IndexOp::create(b, l, i));
+                                                return tensor::ExtractOp::create(b, l, outSlab, at).getResult();
+                                              });
+    if (dropHead)
+      out = tensor::ExpandShapeOp::create(rewriter, loc, valuesType, out, headOf,
+                                          tensor::getMixedSizes(rewriter, loc, q.values));
     rewriter.replaceOpWithMultiple(op, {Packed{q.type, out, q.partitions}.flatten(rewriter, loc)});
     return success();
   }
@@ -1103,20 +1155,32 @@ private:
     return b.create(state)->getResult(0);
   }
 
-  /// IREE's fused attention over [n, S, H, d] blocks. The i1 mask admits
-  /// the keys inside the item ([n, S]) or, when causal, the keys at or
-  /// before the query ([S, S]: a valid query never reaches a padded key).
+  /// IREE's fused attention over [n, S, H, d] blocks, or [n, S, d] for one
+  /// head. The i1 mask admits the keys inside the item ([n, S]) or, when
+  /// causal, the keys at or before the query ([S, S]: a valid query never
+  /// reaches a padded key).
   static Value ireeAttention(OpBuilder &b, Location loc, Value qb, Value kb, Value vb, Value keyMask,
                              const AttnShape &blk) {
     MLIRContext *ctx = b.getContext();
     auto blockType = cast<RankedTensorType>(qb.getType());
     int64_t sStatic = blockType.getDimSize(1);
-    // Loops (b, h, m, n, k1, k2): batch, head, query, value column, head
-    // column, key.
+    bool oneHead = blockType.getRank() == 3;
+    // Loops (b, h, m, n, k1, k2): batch, head (but for one head), query,
+    // value column, head column, key.
+    unsigned loops = oneHead ? 5 : 6, m = oneHead ? 1 : 2;
+    unsigned n = m + 1, k1 = m + 2, k2 = m + 3;
     auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-    auto map = [&](ArrayRef<AffineExpr> r) { return AffineMap::get(6, 0, r, ctx); };
+    auto map = [&](ArrayRef<AffineExpr> r) { return AffineMap::get(loops, 0, r, ctx); };
+    // [batch, row, (head,) column] operand maps.
+    auto rowMap = [&](unsigned row, unsigned column) {
+      SmallVector<AffineExpr> r{d(0), d(row)};
+      if (!oneHead)
+        r.push_back(d(1));
+      r.push_back(d(column));
+      return map(r);
+    };
     Value mask = keyMask;
-    AffineMap maskMap = map({d(0), d(5)});
+    AffineMap maskMap = map({d(0), d(k2)});
     if (blk.causal) {
       SmallVector<Value> dynSq;
       if (ShapedType::isDynamic(sStatic))
@@ -1127,17 +1191,15 @@ private:
                                      linalg::IndexOp::create(nb, l, 0))
             .getResult();
       });
-      maskMap = map({d(2), d(5)});
+      maskMap = map({d(m), d(k2)});
     }
     Value scale = floatConst(b, loc, blk.elem, blk.scale);
     Value init = emptyLike(b, loc, qb);
     OperationState state(loc, "iree_linalg_ext.attention");
     state.addOperands({qb, kb, vb, scale, mask, init});
     state.addTypes(init.getType());
-    state.addAttribute("indexing_maps",
-                       b.getAffineMapArrayAttr({map({d(0), d(2), d(1), d(4)}), map({d(0), d(5), d(1), d(4)}),
-                                                map({d(0), d(5), d(1), d(3)}), map({}), maskMap,
-                                                map({d(0), d(2), d(1), d(3)})}));
+    state.addAttribute("indexing_maps", b.getAffineMapArrayAttr({rowMap(m, k1), rowMap(k2, k1), rowMap(k2, n), map({}),
+                                                                 maskMap, rowMap(m, n)}));
     Region *body = state.addRegion();
     auto *entry = new mlir::Block();
     body->push_back(entry);

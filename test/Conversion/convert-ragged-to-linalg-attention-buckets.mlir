@@ -1,4 +1,4 @@
-// RUN: ragged-opt %s --convert-ragged-to-linalg="attention-buckets=3" | FileCheck %s --implicit-check-not=ragged.
+// RUN: ragged-opt %s --split-input-file --convert-ragged-to-linalg="attention-buckets=3" | FileCheck %s --implicit-check-not=ragged.
 
 // Attention by length buckets: bucket sizes ceil(maxL / 4), ceil(maxL / 2),
 // maxL; each item's bucket and the bucket counts (read on the host: they
@@ -54,5 +54,19 @@
 func.func @attention(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>,
                      %v: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
   %o = ragged.attention %q, %k, %v {scale = 0.5 : f64, causal} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %o : !ragged.tensor<?, [L], 2, 4, f32>
+}
+
+// -----
+
+// A shared operand is gathered once, by a gather of its own: q = k = v gives
+// one block per bucket, read by both contractions.
+// CHECK-LABEL: func.func @self_attention
+// CHECK:         %[[XB:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x4xf32>)
+// CHECK-NEXT:    ^bb0
+// CHECK-NOT:     outs({{.*}} : tensor<?x?x2x4xf32>)
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[XB]], %[[XB]] :
+func.func @self_attention(%x: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
+  %o = ragged.attention %x, %x, %x {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
   return %o : !ragged.tensor<?, [L], 2, 4, f32>
 }

@@ -17,6 +17,11 @@
 // CHECK-DAG: #[[SMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> ()>
 // CHECK-DAG: #[[MMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5)>
 // CHECK-DAG: #[[OMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d3)>
+// One head (@one_head_shared): loops (batch, query, value column, head column, key).
+// CHECK-DAG: #[[Q1:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>
+// CHECK-DAG: #[[K1:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
+// CHECK-DAG: #[[V1:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
+// CHECK-DAG: #[[O1:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
 // CHECK-LABEL: func.func @attention
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins({{.*}} : tensor<?xi64>) outs({{.*}} : tensor<13xi64>)
 // CHECK:         %[[SLOTS:.*]]:2 = linalg.generic {{.*}}outs({{.*}} : tensor<?x16xi64>, tensor<?x16xi1>)
@@ -82,4 +87,28 @@ func.func @dynamic_heads(%q: !ragged.tensor<?, [L], ?, 4, f32>, %k: !ragged.tens
 func.func @shared(%x: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
   %o = ragged.attention %x, %x, %x {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
   return %o : !ragged.tensor<?, [L], 2, 4, f32>
+}
+
+// One head: the attention gets [n, S, d] blocks of [rows, d] views of the
+// values and loops without a head (IREE would fold the unit head dim
+// itself and mis-folds an attention whose operands repeat); q = k is one
+// block, gathered once; the output rows expand back to [rows, 1, d].
+// CHECK-LABEL: func.func @one_head_shared
+// CHECK-SAME:    %[[X:[a-z0-9]+]]: tensor<?x1x11xf32>, %{{.*}}: tensor<?xi64>, %[[V:[a-z0-9]+]]: tensor<?x1x11xf32>
+// CHECK-DAG:     %[[XR:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0], [1, 2]] : tensor<?x1x11xf32> into tensor<?x11xf32>
+// CHECK-DAG:     %[[VR:.*]] = tensor.collapse_shape %[[V]] {{\[}}[0], [1, 2]] : tensor<?x1x11xf32> into tensor<?x11xf32>
+// CHECK:         %[[XB:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x16x11xf32>)
+// CHECK:           tensor.extract %[[XR]]
+// CHECK:         %[[VB:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x16x11xf32>)
+// CHECK:           tensor.extract %[[VR]]
+// CHECK:         "iree_linalg_ext.attention"(%[[XB]], %[[XB]], %[[VB]], %{{.*}}, %{{.*}}, %{{.*}}) ({
+// CHECK:         }) {indexing_maps = [#[[Q1]], #[[K1]], #[[V1]], {{.*}}, #[[O1]]]} : (tensor<?x16x11xf32>, tensor<?x16x11xf32>, tensor<?x16x11xf32>, f32, tensor<?x16xi1>, tensor<?x16x11xf32>) -> tensor<?x16x11xf32>
+// CHECK:         %[[SLAB:.*]] = tensor.concat dim(0) {{.*}} -> tensor<?x11xf32>
+// CHECK:         %[[ROWS:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x11xf32>)
+// CHECK:           tensor.extract %[[SLAB]]
+// CHECK:         tensor.expand_shape %[[ROWS]] {{\[}}[0], [1, 2]] {{.*}} : tensor<?x11xf32> into tensor<?x1x11xf32>
+func.func @one_head_shared(%x: !ragged.tensor<?, [L], 1, 11, f32>,
+                           %v: !ragged.tensor<?, [L], 1, 11, f32>) -> !ragged.tensor<?, [L], 1, 11, f32> {
+  %o = ragged.attention %x, %x, %v {scale = 0.5 : f64} : !ragged.tensor<?, [L], 1, 11, f32>
+  return %o : !ragged.tensor<?, [L], 1, 11, f32>
 }
