@@ -7,10 +7,14 @@ include "dialect/RaggedBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-class Ragged_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Ragged_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+class Ragged_OpBase<string mnemonic, list<Trait> traits>
+    : Op<Ragged_Dialect, mnemonic, traits> {
   let hasVerifier = 1;
 }
+
+// Ops compute values only, so they are Pure: an unused one may be erased.
+class Ragged_Op<string mnemonic, list<Trait> traits = []>
+    : Ragged_OpBase<mnemonic, !listconcat(traits, [Pure])>;
 
 //===----------------------------------------------------------------------===//
 // Structure: pack / unpack, padding, masks, runtime checks
@@ -130,7 +134,10 @@ def Ragged_MaskOp : Ragged_Op<"mask"> {
   let assemblyFormat = "$source attr-dict `:` qualified(type($source)) `->` type($mask)";
 }
 
-def Ragged_MatchOp : Ragged_Op<"match"> {
+// Not Pure: the check is the op's purpose, so it must run even when its
+// result is unused. Like cf.assert, which it lowers to, it may abort the call,
+// modelled as a write to the default resource.
+def Ragged_MatchOp : Ragged_OpBase<"match", [MemoryEffects<[MemWrite]>]> {
   let summary = "Runtime check that two ragged tensors share their partitions";
   let description = [{
     Where symbols cannot prove that `source` and `reference` share their
@@ -138,7 +145,8 @@ def Ragged_MatchOp : Ragged_Op<"match"> {
     time that every partition of `source` equals the corresponding one of
     `reference` and returns `source` retyped with the symbols of `reference`.
     A mismatch fails the call with an error rather than producing a wrong
-    answer.
+    answer. The check runs even when the result is unused: the op has a
+    side effect (it may abort the call) and is never erased as dead.
 
     ```mlir
     %y2 = ragged.match %y to %x : !ragged.tensor<?, [M], 8, f32>
