@@ -107,7 +107,7 @@ class CompileOptions:
         on CPU; GPU targets keep the exact lowering.
     keep_intermediates: keep the input, lowered IR and flags in ``work_dir``.
     work_dir: where intermediates and reproducers go (default: a fresh
-        temporary directory per compile).
+        temporary directory, made only when a compile writes one of them).
     passthrough_dialects: dialects whose ops the input may hold in generic
         form, unknown to ragged-mlir and left for IREE to lower (the torch
         backend passes torch-mlir's ``tm_tensor``); any other unknown op is
@@ -292,8 +292,29 @@ def _signatures(module) -> dict:
     return sigs
 
 
-def _reproducer(work: Path, stage: str, ir_text: str, pipeline: str, flags: list[str], message: str) -> Path:
-    repro = work / "reproducer"
+class _WorkDir:
+    """The directory of one compile's intermediates and reproducer, made on
+    first use: a compile that writes nothing leaves nothing behind."""
+
+    def __init__(self, given: str | None):
+        self._given = given
+        self.made: Path | None = None
+
+    @property
+    def path(self) -> Path:
+        if self.made is None:
+            if self._given is None:
+                self.made = Path(tempfile.mkdtemp(prefix="ragged-"))
+            else:
+                self.made = Path(self._given)
+                self.made.mkdir(parents=True, exist_ok=True)
+        return self.made
+
+
+def _reproducer(
+    work: _WorkDir, stage: str, ir_text: str, pipeline: str, flags: list[str], message: str
+) -> Path:
+    repro = work.path / "reproducer"
     repro.mkdir(parents=True, exist_ok=True)
     (repro / "input.mlir").write_text(ir_text)
     (repro / "pipeline.txt").write_text(pipeline + "\n")
@@ -310,14 +331,14 @@ def lower(program, *, options: CompileOptions | None = None, work_dir: str | Non
     """Runs ``ragged-to-iree-input`` (with ``options``' pipeline options) and
     returns the lowered MLIR text."""
     options = options or CompileOptions()
-    work = Path(work_dir or tempfile.mkdtemp(prefix="ragged-"))
+    work = _WorkDir(work_dir or options.work_dir)
     text, _ = _lower(program, work, options.pipeline, options.flags(), None, options.passthrough_dialects)
     return text
 
 
 def _lower(
     program,
-    work: Path,
+    work: _WorkDir,
     pipeline: str,
     flags: list[str],
     frozen: dict[str, list[int]] | None = None,
@@ -453,8 +474,7 @@ def compile(
     options = options or CompileOptions()
     if target is not None:
         options = replace(options, target=target)
-    work = Path(options.work_dir or tempfile.mkdtemp(prefix="ragged-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = _WorkDir(options.work_dir)
     t0 = time.perf_counter()
     frozen = {name: sorted(set(indices)) for name, indices in (frozen or {}).items() if indices}
     lowered, (input_text, sigs) = _lower(
@@ -475,16 +495,17 @@ def compile(
         raise CompileError(f"iree-compile failed (reproducer: {repro}):\n{e}", repro) from None
     t_iree = time.perf_counter()
     if options.keep_intermediates:
-        (work / "input.mlir").write_text(input_text)
-        (work / "lowered.mlir").write_text(lowered)
-        (work / "pipeline.txt").write_text(options.pipeline + "\n")
-        (work / "iree_flags.txt").write_text("\n".join(flags) + "\n")
-        (work / "module.vmfb").write_bytes(vmfb)
+        (work.path / "input.mlir").write_text(input_text)
+        (work.path / "lowered.mlir").write_text(lowered)
+        (work.path / "pipeline.txt").write_text(options.pipeline + "\n")
+        (work.path / "iree_flags.txt").write_text("\n".join(flags) + "\n")
+        (work.path / "module.vmfb").write_bytes(vmfb)
     module = CompiledModule(vmfb, sigs, options.driver, options.target.value)
     module.parameter_keys = [parameter_key(name, i) for name, indices in frozen.items() for i in indices]
     module.compile_seconds = time.perf_counter() - t0
     module.timings = {"lower_s": t_lowered - t0, "iree_compile_s": t_iree - t_lowered}
-    module.work_dir = work
+    #: Where the intermediates went (keep_intermediates), else None.
+    module.work_dir = work.made
     return module
 
 

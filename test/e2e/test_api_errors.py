@@ -512,6 +512,33 @@ def test_lowering_failure_writes_reproducer(tmp_path):
     assert "cannot be lowered" in run.stderr
 
 
+TINY = f"""func.func @neg(%x: {S}) -> {S} {{
+  %y = ragged.unary <neg> %x : {S}
+  return %y : {S}
+}}
+"""
+
+
+def test_compile_leaves_no_empty_work_dir(tmp_path, monkeypatch):
+    """A compile makes its temporary directory only when it writes to it:
+    intermediates (keep_intermediates) or a reproducer."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    made = lambda: sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ragged-"))  # noqa: E731
+    module = ragged_mlir.compile(TINY)
+    ragged_mlir.compiler.lower(TINY)
+    assert made() == [] and module.work_dir is None
+    kept = ragged_mlir.compile(TINY, options=CompileOptions(keep_intermediates=True))
+    assert len(made()) == 1 and kept.work_dir == tmp_path / made()[0]
+    assert (kept.work_dir / "lowered.mlir").is_file()
+    with pytest.raises(CompileError) as e:
+        ragged_mlir.compile(REJECTED)
+    assert len(made()) == 2 and e.value.reproducer.parent.parent == tmp_path
+    x = RaggedArray.from_list([np.ones((2, 8), F32)])
+    np.testing.assert_array_equal(module.neg(x).values, -x.values)
+
+
 def test_compile_rejects_non_text():
     with pytest.raises(TypeError, match=r"program: expected MLIR text"):
         ragged_mlir.compile(123)
