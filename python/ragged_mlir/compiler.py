@@ -729,7 +729,13 @@ class CompiledFunction:
         out = self._fn(*flat)
         if not isinstance(out, (list, tuple)):
             out = [out]
-        host = [np.asarray(o.to_host()) for o in out]
+        # Copied out of IREE's memory: to_host() maps the result buffer, and
+        # an array viewing that mapping keeps IREE objects (the mapping, the
+        # buffer view) alive as long as it lives. One that outlives the
+        # interpreter's teardown (held by a daemon thread, say) then shows as
+        # nanobind leaks at exit; a copy owns its memory and holds nothing.
+        host = [np.array(o.to_host()) for o in out]
+        del out
         results, k = [], 0
         for desc in self.signature["results"]:
             if desc["kind"] == "ragged":

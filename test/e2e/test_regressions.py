@@ -108,3 +108,46 @@ func.func @att(%q: {t}, %k: {t}, %v: {t}) -> {t} {{
     out = module.att(*(RaggedArray.from_list(t) for t in (qs, ks, vs)))
     for got, q, k, v in zip(out.to_list(), qs, ks, vs, strict=True):
         np.testing.assert_allclose(got, _ref_attention(q.astype(F64), k, v, 0.5), rtol=1e-4, atol=1e-5)
+
+
+KEEP_OUTPUTS = """
+import gc, threading, time
+import numpy as np
+import ragged_mlir
+
+S = "!ragged.tensor<?, [L], 8, f32>"
+module = ragged_mlir.compile(f'''
+func.func @f(%x: {S}) -> ({S}, tensor<?x8xf32>, tensor<?x?xi1>) {{
+  %y = ragged.unary <neg> %x : {S}
+  %s = ragged.reduce <sum> %x : {S} -> tensor<?x8xf32>
+  %m = ragged.mask %x : {S} -> tensor<?x?xi1>
+  return %y, %s, %m : {S}, tensor<?x8xf32>, tensor<?x?xi1>
+}}''')
+items = [np.full((n, 8), n, np.float32) for n in (3, 0, 5)]
+KEPT = module.f(items)
+del module
+gc.collect()
+ragged, sums, mask = KEPT
+assert np.array_equal(ragged.values, -np.concatenate(items)), ragged.values
+assert np.array_equal(ragged.offsets, [0, 3, 3, 8]), ragged.offsets
+assert np.array_equal(sums, [[9.0] * 8, [0.0] * 8, [25.0] * 8]), sums
+assert np.array_equal(mask, [[1, 1, 1, 0, 0], [0] * 5, [1] * 5]), mask
+# A daemon thread keeps the outputs past the interpreter's teardown.
+HOLD = threading.Thread(target=lambda out=KEPT: time.sleep(3600), daemon=True)
+HOLD.start()
+print("ok")
+"""
+
+
+def test_outputs_outlive_the_module_without_leaks():
+    """Outputs kept past the module's collection stay right, and outputs
+    alive at interpreter exit leave no IREE objects behind (they once
+    viewed IREE's mapped memory: 'nanobind: leaked instance ...
+    HalBufferView / MappedMemory' at exit)."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", KEEP_OUTPUTS], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "ok"
+    assert "leaked" not in run.stderr, run.stderr
