@@ -538,7 +538,10 @@ def reduce(nt: NestedTensor, kind: str, dim: Any, keepdim: bool, fname: str, **o
     if dims is None or (not dims and kind in ("sum", "mean", "nansum", "nanmean", "amax", "amin")):
         if kind in _INDEXED and kind in ("argmax", "argmin"):
             return _reduce_with_batch(nt, kind, list(range(nt.dim())), keepdim, fname, opts)
-        return _torch_reduce(values, kind, None, False, opts)
+        out = _torch_reduce(values, kind, None, False, opts)
+        if keepdim and isinstance(out, torch.Tensor):
+            out = out.reshape((1,) * nt.dim())
+        return out
     n = nt.dim()
     dims = sorted({_norm_dim(d, n, fname) for d in dims})
     if kind in _INDEXED and len(dims) != 1:
@@ -855,7 +858,7 @@ def _scan_handler(kind: str) -> Callable:
             return nt._per_item(lambda t: fn(t.to(values.dtype), item), fname)
         # One segmented scan: the rows of every item in a padded slab (so no
         # value crosses from one item into the next), scanned, read back.
-        ident = 0 if kind == "cumsum" else 1
+        ident = {"cumsum": 0, "cumprod": 1, "logcumsumexp": float("-inf")}[kind]
         padded = nt._padded_physical(ident, values)
         scanned = fn(padded, 1)
         ids, coords = nt._row_coords()
@@ -866,6 +869,7 @@ def _scan_handler(kind: str) -> Callable:
 
 _register([torch.cumsum, torch.Tensor.cumsum], "ragged-dim", _scan_handler("cumsum"))
 _register([torch.cumprod, torch.Tensor.cumprod], "ragged-dim", _scan_handler("cumprod"))
+_register([torch.logcumsumexp, torch.Tensor.logcumsumexp], "ragged-dim", _scan_handler("logcumsumexp"))
 
 
 def _flip(func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -892,19 +896,23 @@ def _flip(func: Callable, args: tuple, kwargs: dict) -> Any:
 _register([torch.flip, torch.Tensor.flip], "ragged-dim", _flip)
 
 
-def _dim_op(dim_name: str, dim_pos: int, default: Any = _MISSING) -> Callable:
+def _dim_op(dim_name: str, dim_pos: int, default: Any = _MISSING, dense: str = "operand") -> Callable:
     """Functions of one NestedTensor along a static dim (given as ``dim_name``
-    at position ``dim_pos``); along a ragged dim they run per item (eager)."""
+    at position ``dim_pos``); along a ragged dim they run per item (eager).
+    Dense tensor arguments broadcast against the NestedTensor
+    (``dense="operand"``) or pass unchanged (``"pass"``, e.g. an index)."""
 
     def handler(func: Callable, args: tuple, kwargs: dict) -> Any:
         fname = _fname(func)
         args = list(args)
+        kwargs = dict(kwargs)
         if dim_name in kwargs:
             dim = kwargs[dim_name]
         elif len(args) > dim_pos:
             dim = args[dim_pos]
         elif default is not _MISSING:
             dim = default
+            kwargs[dim_name] = dim
         else:
             raise TypeError(f"{fname}: missing argument {dim_name!r}")
         ref = _first_nt(tuple(args), kwargs)
@@ -914,27 +922,17 @@ def _dim_op(dim_name: str, dim_pos: int, default: Any = _MISSING) -> Callable:
         if None in items:
             raise ValueError(f"{fname}: cannot apply along the batch dim of a NestedTensor")
         if any(i in ref._ragged for i in items):
-            if any(isinstance(a, NestedTensor) and a is not ref for a in list(args) + list(kwargs.values())):
-                raise NotImplementedError(f"{fname}: along a ragged dim with several NestedTensor operands")
-
-            def per_item(t: torch.Tensor) -> torch.Tensor:
-                a2 = [t if a is ref else a for a in args]
-                k2 = {k: (t if v is ref else v) for k, v in kwargs.items()}
-                newdim = tuple(items) if many else items[0]
-                if dim_name in k2:
-                    k2[dim_name] = newdim
-                elif len(a2) > dim_pos:
-                    a2[dim_pos] = newdim
-                else:
-                    k2[dim_name] = newdim
-                r = func(*a2, **k2)
-                return r[0] if isinstance(r, tuple) else r
-
-            return ref._per_item(per_item, fname)
+            return _per_item_fn(((dim_name, dim_pos),))(func, tuple(args), kwargs)
         vdims = [ref._value_dim(i) for i in items]
         newdim = tuple(vdims) if many else vdims[0]
-        a2 = [_operand(ref, a, fname) for a in args]
-        k2 = {k: _operand(ref, v, fname) for k, v in kwargs.items()}
+
+        def conv(a: Any) -> Any:
+            if dense == "pass" and isinstance(a, torch.Tensor) and not a.is_nested:
+                return a
+            return _operand(ref, a, fname)
+
+        a2 = [conv(a) for a in args]
+        k2 = {k: conv(v) for k, v in kwargs.items()}
         if dim_name in k2:
             k2[dim_name] = newdim
         elif len(a2) > dim_pos:
@@ -964,13 +962,209 @@ _register([torch.sort, torch.Tensor.sort], "per-token", _dim_op("dim", 1, -1))
 _register([torch.argsort, torch.Tensor.argsort], "per-token", _dim_op("dim", 1, -1))
 _register([torch.topk, torch.Tensor.topk], "per-token", _dim_op("dim", 2, -1))
 _register([torch.diff, torch.Tensor.diff], "per-token", _dim_op("dim", 2, -1))
-_register([torch.roll, torch.Tensor.roll], "per-token", _dim_op("dims", 2))
+
+
+def _roll(func: Callable, args: tuple, kwargs: dict) -> Any:
+    p = _bind("roll", args, kwargs, ("input", "shifts", "dims"), {"dims": None})
+    if p["dims"] is None:  # over the flattened item, like torch on one tensor
+        return _per_item_fn()(func, (p["input"], p["shifts"]), {})
+    return _dim_op("dims", 2)(func, (p["input"], p["shifts"], p["dims"]), {})
+
+
+_register([torch.roll, torch.Tensor.roll], "per-token", _roll)
 _register([F.normalize], "per-token", _dim_op("dim", 2, 1))
 _register([F.glu], "per-token", _dim_op("dim", 1, -1))
 _register([F.cosine_similarity], "per-token", _dim_op("dim", 2, 1))
 _register(
     [torch.cummax, torch.Tensor.cummax, torch.cummin, torch.Tensor.cummin], "per-token", _dim_op("dim", 1)
 )
+
+
+def _index_select(func: Callable, args: tuple, kwargs: dict) -> Any:
+    p = _bind("index_select", args, kwargs, ("input", "dim", "index"), {})
+    nt = _as_nested(p["input"])
+    if nt._item_dim(p["dim"], "index_select") is None:
+        return nt[p["index"]]  # items
+    return _dim_op("dim", 1, dense="pass")(func, (nt, p["dim"], p["index"]), {})
+
+
+_register([torch.index_select, torch.Tensor.index_select], "per-token", _index_select)
+
+
+# -- per item (eager): linear algebra, order statistics, search ------------------------------------
+
+
+def _per_item_fn(
+    dims: tuple[tuple[str, int], ...] = (), reduces: bool = False, whole: bool = True
+) -> Callable:
+    """Functions applied to every item on the host (DanLing's per-element
+    fallback): NestedTensor arguments are taken item by item, dense ones as
+    they are; the logical dims named by ``dims`` (name, position) become item
+    dims. Results are NestedTensors of the per-item results; when ``reduces``
+    and the call reduced every ragged dim, a dense ``[B, ...]`` tensor; when
+    ``reduces`` and ``whole`` and no dim is given, the function of all the
+    elements."""
+
+    def handler(func: Callable, args: tuple, kwargs: dict) -> Any:
+        fname = _fname(func)
+        args = [_as_nested(a) for a in args]
+        kwargs = {k: _as_nested(v) for k, v in kwargs.items()}
+        ref = _first_nt(tuple(args), kwargs)
+        nts = [a for a in list(args) + list(kwargs.values()) if isinstance(a, NestedTensor)]
+        for other in nts:
+            if len(other) != len(ref):
+                raise ValueError(
+                    f"{fname}: NestedTensor arguments have different batch sizes ({len(ref)} and {len(other)})"
+                )
+        touched: list[int] = []
+        for name, pos in dims:
+            where = "kw" if name in kwargs else ("pos" if pos < len(args) else None)
+            if where is None:
+                continue
+            value = kwargs[name] if where == "kw" else args[pos]
+            if value is None:
+                continue
+            many = isinstance(value, (tuple, list))
+            items = [ref._item_dim(d, fname) for d in (value if many else [value])]
+            if None in items:
+                raise ValueError(f"{fname}: {name}={value} is the batch dim of the NestedTensor")
+            touched += items  # type: ignore[arg-type]
+            new = tuple(items) if many else items[0]
+            if where == "kw":
+                kwargs[name] = new
+            else:
+                args[pos] = new
+        if reduces and whole and not touched:
+            # No dim: over every element, like torch on a dense tensor.
+            a2 = [a.values if isinstance(a, NestedTensor) else a for a in args]
+            k2 = {k: (v.values if isinstance(v, NestedTensor) else v) for k, v in kwargs.items()}
+            return func(*a2, **k2)
+        if _is_compiling():
+            raise NotImplementedError(
+                f"{fname}: runs item by item on the host and is not traceable; call it outside torch.compile"
+            )
+        outs = []
+        for b in range(len(ref)):
+            a2 = [a._item(b) if isinstance(a, NestedTensor) else a for a in args]
+            k2 = {k: (v._item(b) if isinstance(v, NestedTensor) else v) for k, v in kwargs.items()}
+            outs.append(func(*a2, **k2))
+        dense = reduces and bool(ref.ragged_dims) and all(r in touched for r in ref.ragged_dims)
+        if not outs:
+            return ref._empty()
+        if isinstance(outs[0], tuple):
+            fields = [_collect(ref, [o[i] for o in outs], dense) for i in range(len(outs[0]))]
+            return tuple(fields) if type(outs[0]) is tuple else type(outs[0])(fields)
+        return _collect(ref, outs, dense)
+
+    return handler
+
+
+def _collect(ref: NestedTensor, outs: list, dense: bool) -> Any:
+    if not all(isinstance(o, torch.Tensor) for o in outs):
+        return outs
+    if dense and all(o.shape == outs[0].shape for o in outs):
+        return torch.stack(outs)
+    return type(ref)(outs, **ref._state())
+
+
+_PER_ITEM_PLAIN = [
+    torch.det,
+    torch.logdet,
+    torch.slogdet,
+    torch.inverse,
+    torch.trace,
+    torch.triu,
+    torch.tril,
+    torch.diag,
+    torch.diagflat,
+    torch.matrix_power,
+    torch.matrix_exp,
+    torch.mv,
+    torch.dot,
+    torch.vdot,
+    torch.inner,
+    torch.outer,
+    torch.ger,
+    torch.kron,
+    torch.nonzero,
+    torch.searchsorted,
+    torch.bucketize,
+    torch.linalg.det,
+    torch.linalg.slogdet,
+    torch.linalg.inv,
+    torch.linalg.solve,
+    torch.linalg.cholesky,
+    torch.linalg.qr,
+    torch.linalg.svd,
+    torch.linalg.svdvals,
+    torch.linalg.eigh,
+    torch.linalg.eigvalsh,
+    torch.linalg.pinv,
+    torch.linalg.matrix_exp,
+    torch.linalg.matrix_power,
+]
+for _f in list(_PER_ITEM_PLAIN):
+    _m = getattr(torch.Tensor, getattr(_f, "__name__", ""), None)
+    if _m is not None and not getattr(_f, "__module__", "").startswith("torch.linalg"):
+        _PER_ITEM_PLAIN.append(_m)
+_register(_PER_ITEM_PLAIN, "per-item", _per_item_fn())
+_register([torch.diagonal, torch.Tensor.diagonal], "per-item", _per_item_fn((("dim1", 2), ("dim2", 3))))
+_register([torch.rot90, torch.Tensor.rot90], "per-item", _per_item_fn((("dims", 2),)))
+_register([torch.gather, torch.Tensor.gather], "per-item", _per_item_fn((("dim", 1),)))
+_register([torch.take_along_dim, torch.Tensor.take_along_dim], "per-item", _per_item_fn((("dim", 2),)))
+_register(
+    [torch.linalg.norm, torch.linalg.matrix_norm],
+    "per-item",
+    _per_item_fn((("dim", 2),), reduces=True, whole=False),
+)
+for _f, _spec in (
+    ("kthvalue", (("dim", 2),)),
+    ("median", (("dim", 1),)),
+    ("nanmedian", (("dim", 1),)),
+    ("mode", (("dim", 1),)),
+    ("quantile", (("dim", 2),)),
+    ("nanquantile", (("dim", 2),)),
+    ("aminmax", (("dim", 99),)),
+    ("var_mean", (("dim", 1),)),
+    ("std_mean", (("dim", 1),)),
+):
+    _fns = [getattr(torch, _f, None), getattr(torch.Tensor, _f, None)]
+    _register(_fns, "per-item", _per_item_fn(_spec, reduces=True))
+
+
+def _take(func: Callable, args: tuple, kwargs: dict) -> Any:
+    nt = _as_nested(args[0])
+    index = args[1] if len(args) > 1 else kwargs["index"]
+    if isinstance(index, NestedTensor):
+        return _per_item_fn()(func, (nt, index), {})
+    return torch.take(nt.values, index)  # DanLing: a plain index addresses the packed values
+
+
+_register([torch.take, torch.Tensor.take], "per-token", _take, "a dense index addresses the packed values")
+
+
+def _masked_select(func: Callable, args: tuple, kwargs: dict) -> Any:
+    nt, mask = _as_nested(args[0]), _as_nested(args[1] if len(args) > 1 else kwargs["mask"])
+    return nt[mask]
+
+
+_register([torch.masked_select, torch.Tensor.masked_select], "per-item", _masked_select)
+
+
+def _broadcast_tensors(func: Callable, args: tuple, kwargs: dict) -> Any:
+    seq = [_as_nested(a) for a in args]
+    ref = _first_nt(tuple(seq), {})
+    out = []
+    for a in seq:
+        if isinstance(a, NestedTensor):
+            ref._check_same_structure(a, "broadcast_tensors") if a is not ref else None
+            out.append(a)
+        else:
+            out.append(ref._derive(_operand(ref, a, "broadcast_tensors").expand(ref.values.shape)))
+    return tuple(out)
+
+
+_register([torch.broadcast_tensors], "per-token", _broadcast_tensors)
 
 
 # -- per-token functions with weights --------------------------------------------------------------
@@ -1320,10 +1514,13 @@ def cat(seq: list, dim: int, ref: NestedTensor) -> NestedTensor:
     nts = []
     for i, t in enumerate(seq):
         if not isinstance(t, NestedTensor):
-            raise TypeError(
-                f"cat: tensors[{i}] must be a NestedTensor to concatenate along dim {dim} (dense tensors can only "
-                f"be appended as items, along the batch dim), got {type(t).__name__}"
-            )
+            if not isinstance(t, torch.Tensor) or t.dim() != ref.dim():
+                raise TypeError(
+                    f"cat: tensors[{i}] must be a NestedTensor, or a padded tensor of rank {ref.dim()}, to "
+                    f"concatenate along dim {dim}; got {type(t).__name__}"
+                    f"{' of shape ' + str(tuple(t.shape)) if isinstance(t, torch.Tensor) else ''}"
+                )
+            t = _padded_items(ref, t, _norm_dim(dim, ref.dim(), "cat"), f"cat: tensors[{i}]")
         nts.append(t)
     item = ref._item_dim(d, "cat")
     if item not in ref._ragged:
@@ -1359,6 +1556,25 @@ def cat(seq: list, dim: int, ref: NestedTensor) -> NestedTensor:
         raise NotImplementedError("cat: along a ragged dim of a multi-ragged NestedTensor (eager only)")
     items = [torch.cat(list(xs), dim=item) for xs in zip(*[t._items() for t in nts], strict=True)]
     return type(ref)(items, **ref._state()) if items else ref._empty()
+
+
+def _padded_items(ref: NestedTensor, dense: torch.Tensor, along: int, what: str) -> NestedTensor:
+    """A padded dense tensor read item by item with ``ref``'s extents (the
+    ``along`` dim taken whole): eager."""
+    if _is_compiling():
+        raise NotImplementedError(f"{what}: a dense tensor concatenated along an item dim (eager only)")
+    axis = ref._batch_axis()
+    if dense.shape[axis] != len(ref):
+        raise ValueError(f"{what}: batch length mismatch: {dense.shape[axis]} vs {len(ref)}")
+    d = dense if axis == 0 else dense.movedim(1, 0)
+    k = ref._item_dim(along, "cat")
+    items = []
+    for b, shape in enumerate(ref._item_shapes()):
+        idx = tuple(
+            slice(None) if j == k or j not in ref.ragged_dims else slice(0, e) for j, e in enumerate(shape)
+        )
+        items.append(d[b][idx])
+    return type(ref)(items, ragged_dims=ref.ragged_dims, **ref._state()) if items else ref._empty()
 
 
 _register(
@@ -1407,8 +1623,8 @@ def _repeat_interleave(func: Callable, args: tuple, kwargs: dict) -> Any:
     nt = _as_nested(p["input"])
     if p["dim"] is not None and nt._item_dim(p["dim"], "repeat_interleave") is None:
         return nt.repeat_batch(int(p["repeats"]))
-    if p["dim"] is None:
-        raise NotImplementedError("repeat_interleave: give dim (the batch dim, or a static dim)")
+    if p["dim"] is None:  # per item, flattened (torch on one tensor)
+        return _per_item_fn()(func, (nt, p["repeats"]), {})
     item = nt._item_dim(p["dim"], "repeat_interleave")
     if item in nt._ragged:
         return nt._per_item(lambda t: torch.repeat_interleave(t, p["repeats"], dim=item), "repeat_interleave")
@@ -1416,6 +1632,16 @@ def _repeat_interleave(func: Callable, args: tuple, kwargs: dict) -> Any:
 
 
 _register([torch.repeat_interleave, torch.Tensor.repeat_interleave], "batch", _repeat_interleave)
+
+
+def _dist(func: Callable, args: tuple, kwargs: dict) -> Any:
+    p = _bind("dist", args, kwargs, ("input", "other", "p"), {"p": 2})
+    ref = _first_nt((p["input"], p["other"]), {})
+    a, b = _operand(ref, p["input"], "dist"), _operand(ref, p["other"], "dist")
+    return torch.linalg.vector_norm(a - b, ord=p["p"])
+
+
+_register([torch.dist, torch.Tensor.dist], "reduction", _dist, "over the real elements")
 
 
 # -- predicates ---------------------------------------------------------------------------------------------

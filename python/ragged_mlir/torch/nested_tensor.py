@@ -454,6 +454,18 @@ class NestedTensor:
                 f"nested_like: The batch size of NestedTensor and input tensor does not match, "
                 f"{len(self)} != {tensor.shape[axis]}"
             )
+        if not strict and not _is_compiling() and tensor.dim() == self.dim():
+            sizes = list(tensor.shape)
+            sizes.pop(axis)
+            shapes = self._item_shapes()
+            if any(s[d] > sizes[d] for s in shapes for d in range(len(sizes))):
+                # Smaller than some item: every item cropped to what the tensor holds (DanLing).
+                dense = tensor if self._batch_first else tensor.movedim(1, 0)
+                items = [
+                    dense[b][tuple(slice(0, min(e, sizes[d])) for d, e in enumerate(s))]
+                    for b, s in enumerate(shapes)
+                ]
+                return type(self)(items, device=self.device, **self._state())
         values = self._dense_operand(tensor, "nested_like", larger_ok=not strict)
         return self._derive(values.expand(self.values.shape).to(device=self.device).contiguous())
 
@@ -686,7 +698,8 @@ class NestedTensor:
             return
         if self.offsets.shape != other.offsets.shape:
             raise ValueError(
-                f"{fname}: NestedTensors of different structure (batch sizes {len(self)} and {len(other)}): "
+                f"{fname}: NestedTensors of different structure (batch length mismatch: {len(self)} and "
+                f"{len(other)}): "
                 f"{self._describe()} and {other._describe()}"
             )
         if _is_compiling():
@@ -1533,6 +1546,35 @@ class NestedTensor:
             raise TypeError(f"expand_as: expected a NestedTensor, got {type(other).__name__}")
         self._check_same_structure(other, "expand_as")
         return self._derive(self.values.expand(other.values.shape), shapes=other._shapes)
+
+    def expand(self, *sizes: Any) -> NestedTensor:
+        """Broadcasts static dims of size 1 (``-1`` keeps a dim; the batch
+        and ragged dims must be kept)."""
+        if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, torch.Size)):
+            sizes = tuple(sizes[0])
+        n = self.dim()
+        if len(sizes) != n:
+            raise ValueError(
+                f"expand: expected {n} sizes (one per dim of the NestedTensor), got {tuple(sizes)}"
+            )
+        target = list(self.values.shape)
+        for d, size in enumerate(sizes):
+            item = self._item_dim(d, "expand")
+            if item is None or item in self._ragged:
+                keep = len(self) if item is None else None
+                if (
+                    size != -1
+                    and (keep is None or size != keep)
+                    and not (item is not None and not _is_compiling() and size == self.size(d))
+                ):
+                    kind = "batch" if item is None else "ragged"
+                    raise ValueError(
+                        f"expand: dim {d} is the {kind} dim; it cannot change (pass -1), got size {size}"
+                    )
+                continue
+            if size != -1:
+                target[self._value_dim(item)] = size
+        return self._derive(self.values.expand(target))
 
     def repeat_batch(self, repeats: int) -> NestedTensor:
         """Every item repeated ``repeats`` times in place (items ``0, 0, 1, 1, ...``)."""

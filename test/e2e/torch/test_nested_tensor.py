@@ -839,8 +839,8 @@ def test_transformer_encoder_layer(rng):
 
 def test_unsupported_function_is_named(rng):
     nt = NestedTensor(make_items(rng, [2, 3]))
-    with pytest.raises(TypeError, match="det"):
-        torch.det(nt)
+    with pytest.raises(TypeError, match="fft"):
+        torch.fft.fft(nt)
     with pytest.raises(ValueError, match="cumsum.*batch"):
         torch.cumsum(nt, 0)
     with pytest.raises(TypeError, match="conv1d"):
@@ -1276,3 +1276,52 @@ def test_first_token_compiled_checks_the_lengths(rng):
         torch.testing.assert_close(compiled(NestedTensor(items)), torch.stack([x[0] * 2 for x in items]))
     with pytest.raises(RuntimeError, match="out of range"):
         compiled(NestedTensor(make_items(rng, [3, 0, 2])))
+
+
+def test_per_item_functions_eager(rng):
+    """Linear algebra, order statistics and search run item by item (eager), like DanLing."""
+    g = gen(rng)
+    sq = [
+        torch.randn(n, n, generator=g, dtype=torch.float64) + 3 * torch.eye(n, dtype=torch.float64)
+        for n in (3, 1, 4)
+    ]
+    mats = NestedTensor(sq)
+    for fn in (torch.det, torch.inverse, torch.trace, torch.triu, torch.diag, torch.linalg.inv):
+        got = fn(mats)
+        assert isinstance(got, NestedTensor)
+        for a, x in zip(got.unbind(), sq, strict=True):
+            torch.testing.assert_close(a, fn(x))
+    check_items(torch.matrix_power(mats, 2), [x @ x for x in sq], **ELEM)
+    seq_items = make_items(rng, [3, 5, 2], trailing=(4,))
+    seq = NestedTensor(seq_items)
+    vals, idx = torch.kthvalue(seq, 1, dim=1)  # over the ragged dim: dense [B, 4]
+    assert torch.equal(vals, torch.stack([x.kthvalue(1, dim=0).values for x in seq_items]))
+    assert torch.equal(idx, torch.stack([x.kthvalue(1, dim=0).indices for x in seq_items]))
+    check_items(
+        torch.kthvalue(seq, 2, dim=2).values, [x.kthvalue(2, dim=1).values for x in seq_items], rtol=0, atol=0
+    )
+    assert torch.equal(torch.median(seq), seq.values.median())
+    check_items(
+        torch.searchsorted(torch.tensor([-0.5, 0.0, 0.5]), seq),
+        [torch.searchsorted(torch.tensor([-0.5, 0.0, 0.5]), x) for x in seq_items],
+        rtol=0,
+        atol=0,
+    )
+    check_items(
+        torch.index_select(seq, 2, torch.tensor([3, 0])), [x[:, [3, 0]] for x in seq_items], rtol=0, atol=0
+    )
+    check_items(
+        torch.index_select(seq, 0, torch.tensor([2, 0])), [seq_items[2], seq_items[0]], rtol=0, atol=0
+    )
+    check_items(torch.logcumsumexp(seq, 1), [torch.logcumsumexp(x.double(), 0) for x in seq_items], **EXP)
+    close(torch.dist(seq, seq * 2), torch.cat(seq_items).double().norm(), **SUM)
+    wide = NestedTensor([x[:, :1] for x in seq_items]).expand(-1, -1, 3)
+    check_items(wide, [x[:, :1].expand(-1, 3) for x in seq_items], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="ragged dim"):
+        seq.expand(-1, 9, 4)
+    check_items(
+        torch.cat([seq, seq.tensor * 2], dim=-1), [torch.cat([x, 2 * x], -1) for x in seq_items], **ELEM
+    )
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="item by item"):
+        torch.compile(lambda t: torch.det(t).values, backend="eager", fullgraph=True)(mats)
