@@ -35,7 +35,7 @@ _NO_ATTENTION = {**OPS, "attention": 0.0}
 _ATTENTION = {**OPS, "attention": 6.0, "scores": 1.5, "apply": 1.5}
 _STRUCTURE = {
     **{op: 0.3 for op in OPS},
-    **dict(concat=3.0, split=3.0, from_padded=2.0, match=2.0, repack=2.0, gather=2.0, reshape=1.0),
+    **dict(concat=3.0, split=3.0, from_padded=2.0, match=3.0, repack=2.0, gather=2.0, reshape=1.0),
     "attention": 0.0,
 }
 
@@ -76,7 +76,9 @@ def _cases(group: str) -> list[Case]:
     cfg = suite_config(**overrides)
     cases = []
     for i, seed in enumerate(seeds):
-        fn = generate(seed, cfg, name=f"{group}_{seed}")
+        # Every layout comes first in some program of each larger group.
+        layout = LAYOUTS[(i + seeds.start) % len(LAYOUTS)] if len(seeds) >= len(LAYOUTS) else None
+        fn = generate(seed, cfg, name=f"{group}_{seed}", layout=layout)
         rng = np.random.default_rng(seed)
         # Every edge-case plan comes first for some program of the group.
         edge = [p for p in reference.PLANS if p != "random"]

@@ -758,8 +758,8 @@ class _Gen:
         return True
 
     # -- the whole function --------------------------------------------------------
-    def start(self) -> None:
-        layout = self.pick(self.cfg.layouts)
+    def start(self, layout: str | None = None) -> None:
+        layout = layout or self.pick(self.cfg.layouts)
         t = self.layout_type(layout, self.dtype)
         self.ragged_arg(t)
         if self.chance(0.3):
@@ -801,13 +801,21 @@ def _binary_facts(fn: str, f: Facts, g: Facts) -> Facts | None:
 
 
 def generate(
-    seed: int, cfg: GenConfig | None = None, name: str | None = None, return_all: bool = False
+    seed: int,
+    cfg: GenConfig | None = None,
+    name: str | None = None,
+    return_all: bool = False,
+    layout: str | None = None,
 ) -> Function:
-    """One random function (deterministic in ``seed`` and ``cfg``)."""
+    """One random function (deterministic in ``seed`` and ``cfg``); its
+    first argument has ``layout`` (one of LAYOUTS) when given. With
+    ``return_all`` every intermediate result is an output."""
+    if layout is not None and layout not in LAYOUTS:
+        raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
     cfg = cfg or GenConfig()
     rng = np.random.default_rng(seed)
     g = _Gen(cfg, rng, name or f"f{seed}")
-    g.start()
+    g.start(layout)
     n_ops = int(rng.integers(cfg.min_ops, cfg.max_ops + 1))
     done, tries = 0, 0
     while done < n_ops and tries < 10 * n_ops:

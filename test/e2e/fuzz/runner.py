@@ -321,12 +321,18 @@ def violations(fn: Function, ev: Evaluator) -> list[tuple[str, list]]:
                 out.append(("from_padded lengths with one entry too few", replaced(r, n[:-1].copy())))
                 break
         elif node.op == "match" and node.operands[0] in args:
+            # Nested levels (or one level): moving one element of a level
+            # to the next item keeps every count, so the input stays valid.
             src = ev.inputs[position[node.operands[0][0]]]
-            if len(src.partitions) == 1 and src.layout is None:
-                moved = _shift_one_row(src.partitions[0])
-                if moved is not None:
-                    x = RaggedArray(src.values, [moved], _checked=False)
-                    out.append(("match of a different partition", replaced(node.operands[0], x)))
+            if src.layout is None:
+                for level in range(len(src.partitions) - 1, -1, -1):
+                    moved = _shift_one_row(src.partitions[level])
+                    if moved is not None:
+                        parts = list(src.partitions)
+                        parts[level] = moved
+                        x = RaggedArray(src.values, parts, _checked=False)
+                        out.append(("match of a different partition", replaced(node.operands[0], x)))
+                        break
         elif node.op == "concat":
             for i, r in enumerate(node.operands):
                 other = node.operands[1 - i]
