@@ -205,6 +205,13 @@ def main() -> int:
         choices=sorted(KNOWN_FAILURES),
         help="known failure classes the generator avoids",
     )
+    ap.add_argument(
+        "--dtypes",
+        nargs="*",
+        default=None,
+        choices=["f16", "f32", "f64"],
+        help="element types to draw (default all)",
+    )
     ap.add_argument("--no-localize", action="store_true", help="do not look for the wrong op of a mismatch")
     ap.add_argument(
         "--no-invalid", action="store_true", help="do not also call plain-mode programs with invalid inputs"
@@ -242,6 +249,7 @@ def main() -> int:
                 p_frozen=0.5 if mode == "frozen" else 0.0,
                 long=long,
                 max_ops=int(rng.choice([3, 5, 8])),
+                **({"dtypes": dict.fromkeys(args.dtypes, 1.0)} if args.dtypes else {}),
             )
             n = min(args.batch if not attention else max(1, args.batch // 2), args.count - done)
             cases = []

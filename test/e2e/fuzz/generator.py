@@ -194,6 +194,8 @@ class _Gen:
         dtypes = dict(cfg.dtypes)
         if self.excluded("f64-demoted"):
             dtypes.pop("f64", None)
+        if not dtypes:
+            raise ValueError(f"dtypes: every element type of {sorted(cfg.dtypes)} is excluded")
         self.dtype = self.pick(dtypes)
         self.batch = int(rng.integers(1, 6)) if rng.random() < cfg.p_static_batch else None
 
