@@ -243,3 +243,28 @@ def test_comparison_catches_small_errors():
         o = exact.partitions[0].copy()
         o[1:-1] = np.minimum(o[1:-1] + 1, o[-1])
         assert check.compare(RaggedArray(exact.values, [o]), want) is not None
+
+
+def test_localize_finds_the_wrong_op(monkeypatch):
+    """With the reference of ``exp`` deliberately off by 1e-3, a program
+    x -> matmul -> exp -> reduce mismatches, and localisation names the
+    exp as the first op that is wrong on its own."""
+    from fuzz import runner
+
+    fn = Function("loc")
+    x = fn.add("arg", [], {"role": "ragged"}, RType(None, (Sym("L"), 4), "f32"))[0]
+    w = fn.add("arg", [], {"role": "dense", "lo": -1.0, "hi": 1.0}, TType((4, 3), "f32"))[0]
+    y = fn.add("matmul", [x, w], {}, RType(None, (Sym("L"), 3), "f32"))[0]
+    e = fn.add("unary", [y], {"fn": "exp"}, RType(None, (Sym("L"), 3), "f32"))[0]
+    fn.outputs = fn.add("reduce", [e], {"kind": "sum"}, TType((Run("batch"), 3), "f32"))
+    true_unary = reference.unary
+
+    def off(name, v, dt):
+        out = true_unary(name, v, dt)
+        return reference.Num(out.v * (1 + 1e-3), out.e) if name == "exp" else out
+
+    monkeypatch.setattr(reference, "unary", off)
+    [outcome] = run_cases([Case(fn, 3, ["random"])])
+    assert outcome.status == "mismatch", outcome.detail
+    single, inputs, why = runner.localize(outcome, {})
+    assert [n.op for n in single.nodes] == ["arg", "unary"] and single.nodes[1].attrs["fn"] == "exp", why

@@ -48,8 +48,8 @@ def _close(got: np.ndarray, want: Num, dtype: str, where: str) -> str | None:
         return None
     if dtype not in FLOOR:
         if not np.array_equal(got, want.v.astype(got.dtype)):
-            bad = np.argwhere(got != want.v.astype(got.dtype))[0]
-            return f"{where}: at {tuple(bad)} got {got[tuple(bad)]}, expected {want.v[tuple(bad)]} (exact)"
+            bad = tuple(int(i) for i in np.argwhere(got != want.v.astype(got.dtype))[0])
+            return f"{where}: at {bad} got {got[bad]}, expected {want.v[bad]} (exact)"
         return None
     g = got.astype(np.float64)
     v = want.v
@@ -60,11 +60,11 @@ def _close(got: np.ndarray, want: Num, dtype: str, where: str) -> str | None:
     ok = np.where(finite, diff <= tol, g == v)
     if ok.all():
         return None
-    bad = tuple(np.argwhere(~ok)[0])
+    bad = tuple(int(i) for i in np.argwhere(~ok)[0])
     worst = np.nanmax(np.where(finite & np.isfinite(g), diff / np.maximum(tol, 1e-300), np.inf))
     return (
-        f"{where}: {int((~ok).sum())} of {ok.size} values out of tolerance; first at {bad}: got {g[bad]!r}, "
-        f"expected {v[bad]!r} +- {tol[bad]:.3g} (bound {want.e[bad]:.3g}); worst |diff|/tol = {worst:.3g}"
+        f"{where}: {int((~ok).sum())} of {ok.size} values out of tolerance; first at {bad}: got {float(g[bad])!r}, "
+        f"expected {float(v[bad])!r} +- {tol[bad]:.3g} (bound {want.e[bad]:.3g}); worst |diff|/tol = {worst:.3g}"
     )
 
 
