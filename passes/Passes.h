@@ -47,6 +47,10 @@ void populateRaggedComputeToLinalgPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns,
     const RaggedLoweringOptions &options = {});
 
+/// Patterns expanding f64 `math.tanh` and `math.erf` into f64 `exp`, `log`
+/// and arithmetic, to a few ulps (`ragged-expand-math`).
+void populateExpandF64MathPatterns(RewritePatternSet &patterns);
+
 /// The unit attribute `ragged-hint-data-tiling` puts on a module whose
 /// contractions IREE's data tiling would miscompile and no hint can protect:
 /// compile such a module without `--iree-opt-data-tiling`.

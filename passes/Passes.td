@@ -96,4 +96,32 @@ def HintDataTilingPass : Pass<"ragged-hint-data-tiling", "ModuleOp"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def ExpandMathPass : Pass<"ragged-expand-math"> {
+  let summary = "Expands the f64 math ops IREE's CPU backend cannot lower";
+  let description = [{
+    IREE 3.13's CPU backend lowers f64 `math.tanh` to a libm call its
+    embedded linker cannot resolve ("undefined symbol: tanh") and leaves f64
+    `math.erf` illegal; f16 and bf16 math it computes in f32 itself. This
+    pass rewrites f64 `tanh` and `erf` into f64 `exp`, `log` and arithmetic
+    (which IREE lowers accurately) that keep f64 precision: tanh through
+    Kahan's expm1, erf by its Taylor series below 2 and its continued
+    fraction above. Upstream's polynomial approximations target f32 and
+    would leave f64 results with f32 accuracy.
+
+    Before:
+    ```mlir
+    %y = math.tanh %x : f64
+    ```
+    After:
+    ```mlir
+    %a = math.absf %x : f64
+    %u = math.exp %m2a : f64   // m2a = -2 |x|
+    ... // expm1(-2|x|) = (u - 1) (-2|x|) / log(u), t = -expm1 / (2 + expm1)
+    %y = arith.select %negative, %minus_t, %t : f64
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
 #endif // RAGGED_PASSES_TD

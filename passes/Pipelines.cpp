@@ -43,6 +43,7 @@ void mlir::ragged::registerRaggedPipelines() {
         lowering.attentionBuckets = options.attentionBuckets;
         lowering.ireeAttention = options.ireeAttention;
         pm.addPass(createConvertRaggedToLinalgPass(lowering));
+        pm.addPass(createExpandMathPass());
         pm.addPass(createCanonicalizerPass());
         pm.addPass(createCSEPass());
         // Last: it reads the extents canonicalization made static.

@@ -11,7 +11,18 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["RaggedArray", "check_offsets"]
+__all__ = ["DTYPES", "RaggedArray", "check_offsets"]
+
+#: The dtypes of values a compiled function exchanges: those of the
+#: element types f16, bf16 (ml_dtypes' bfloat16), f32, f64, i1, i8, i16, i32
+#: and i64.
+DTYPES = ("float16", "bfloat16", "float32", "float64", "bool", "int8", "int16", "int32", "int64")
+
+
+def check_values_dtype(name: str, values: np.ndarray) -> None:
+    """Raises TypeError unless ``values`` has one of :data:`DTYPES`."""
+    if values.dtype.name not in DTYPES:
+        raise TypeError(f"{name}: expected values of dtype {', '.join(DTYPES)}, got {values.dtype}")
 
 
 def check_offsets(name: str, offsets, rows: int | None = None) -> np.ndarray:
@@ -106,6 +117,7 @@ class RaggedArray:
         values = np.asarray(values)
         if values.ndim < 1:
             raise TypeError(f"values: expected an array of rank >= 1 ([rows, ...]), got shape {values.shape}")
+        check_values_dtype("values", values)
         if isinstance(partitions, np.ndarray) or (
             isinstance(partitions, Sequence) and partitions and np.isscalar(partitions[0])
         ):
@@ -183,6 +195,7 @@ class RaggedArray:
         (partitions: offsets of the heights, then of the widths)."""
         items = [np.asarray(x, dtype=dtype) for x in items]
         for i, x in enumerate(items):
+            check_values_dtype(f"items[{i}]", x)
             if x.ndim < 2:
                 raise ValueError(f"items[{i}]: expected rank >= 2 ([H, W, ...]), got shape {x.shape}")
             if x.shape[2:] != items[0].shape[2:] or x.dtype != items[0].dtype:
@@ -207,6 +220,7 @@ class RaggedArray:
         for name, x in zip(names, items, strict=False):
             if x.ndim < 1:
                 raise ValueError(f"{name}: expected rank >= 1 ([length, ...]), got a scalar")
+            check_values_dtype(name, x)
             if x.shape[1:] != items[0].shape[1:] or x.dtype != items[0].dtype:
                 raise ValueError(
                     f"{name}: trailing dims and dtype must match the first item "

@@ -65,18 +65,27 @@ _DATA_TILING = "--iree-opt-data-tiling"
 #: The module attribute of a lowering that must not be data-tiled.
 _NO_DATA_TILING = "ragged.no_data_tiling"
 
+#: IREE demotes f64 to f32 by default, in the function signatures too, so
+#: the runtime then refuses the caller's f64 buffers: f64 is computed in f64
+#: where the target has it.
+_KEEP_F64 = "--iree-input-demote-f64-to-f32=false"
+
 _DEFAULT_FLAGS = {
     # Data tiling packs GEMM operands into the CPU's tile layout: the dense
     # projections of an encoder run ~2x faster with it (189 against 83
     # GFLOP/s on [1478, 384] x [384, 1536], torch's addmm 178).
-    Target.LLVM_CPU: ["--iree-llvmcpu-target-cpu=host", _DATA_TILING],
-    Target.CUDA: ["--iree-cuda-target=sm_80"],
+    Target.LLVM_CPU: ["--iree-llvmcpu-target-cpu=host", _DATA_TILING, _KEEP_F64],
+    Target.CUDA: ["--iree-cuda-target=sm_80", _KEEP_F64],
     # IREE's default Vulkan profile has no Int64, which ragged kernels use
     # for offsets; desktop GPUs have it.
     Target.VULKAN_SPIRV: ["--iree-vulkan-target=ampere"],
     Target.METAL_SPIRV: [],
-    Target.ROCM: ["--iree-rocm-target=gfx942"],
+    Target.ROCM: ["--iree-rocm-target=gfx942", _KEEP_F64],
 }
+
+#: Targets without f64: SPIR-V's GLSL functions (exp, tanh, ...) take 16
+#: and 32-bit floats only, and Metal has no f64 buffers.
+_NO_F64 = {Target.VULKAN_SPIRV: "SPIR-V's GLSL functions", Target.METAL_SPIRV: "Metal"}
 
 
 @dataclass
@@ -88,7 +97,9 @@ class CompileOptions:
         ``--iree-opt-data-tiling``; CUDA ``sm_80`` PTX (IREE 3.13 cannot
         target sm_90; Hopper runs sm_80 PTX through the driver); Vulkan ``ampere`` (an Int64-capable profile: pass
         ``--iree-vulkan-target=rdna3`` etc. in ``iree_flags`` for others);
-        ROCm ``gfx942``.
+        ROCm ``gfx942``. CPU, CUDA and ROCm compute f64 in f64
+        (``--iree-input-demote-f64-to-f32=false``); Vulkan and Metal have no
+        f64, and :func:`compile` refuses programs that take or return it.
     device: IREE runtime driver; None picks the target's default
         (``local-task`` for CPU).
     iree_flags: extra ``iree-compile`` flags, appended after the defaults; a
@@ -185,6 +196,7 @@ class CompileError(RuntimeError):
 # --------------------------------------------------------------------------
 
 _NP_DTYPES = {
+    "bf16": None,  # ml_dtypes.bfloat16, imported on first use
     "f16": np.float16,
     "f32": np.float32,
     "f64": np.float64,
@@ -225,7 +237,27 @@ def _describe(ty) -> dict:
 def _np_dtype(element: str):
     if element not in _NP_DTYPES:
         raise CompileError(f"element type {element} has no numpy counterpart at the function boundary")
+    if element == "bf16":
+        # numpy has no bfloat16; ml_dtypes (which iree-base-runtime
+        # depends on) registers one that IREE's runtime exchanges.
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
     return _NP_DTYPES[element]
+
+
+def _check_target_types(sigs: dict, target: Target) -> None:
+    """Refuses a program whose functions take or return f64 on a target
+    without f64, and element types with no numpy counterpart."""
+    for name, sig in sigs.items():
+        for kind, descs in (("argument", sig["inputs"]), ("result", sig["results"])):
+            for i, desc in enumerate(descs):
+                _np_dtype(desc["element"])
+                if desc["element"] == "f64" and target in _NO_F64:
+                    raise CompileError(
+                        f"{name} {kind} {i}: {desc['type']} is f64, which {_NO_F64[target]} cannot compute "
+                        f"(target {target.value}); use f32, or compile for llvm-cpu, cuda or rocm"
+                    )
 
 
 # --------------------------------------------------------------------------
@@ -480,6 +512,7 @@ def compile(
     lowered, (input_text, sigs) = _lower(
         program, work, options.pipeline, options.flags(), frozen, options.passthrough_dialects
     )
+    _check_target_types(sigs, options.target)
     flags = options.flags(lowered)
     t_lowered = time.perf_counter()
     try:

@@ -1,0 +1,147 @@
+//===- ExpandMath.cpp - f64 math IREE's CPU backend cannot lower ----------===//
+//
+// IREE 3.13's CPU backend lowers f64 `math.tanh` to a libm call its embedded
+// linker cannot resolve ("undefined symbol: tanh") and does not legalize f64
+// `math.erf` at all; f16 and bf16 it computes in f32. Its f64 `math.exp` and
+// `math.log` are accurate to an ulp or two, so both functions are expanded
+// into them with arithmetic that keeps f64 precision (a few ulps), not with
+// upstream's f32 polynomial approximations.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+
+namespace mlir::ragged {
+#define GEN_PASS_DEF_EXPANDMATHPASS
+#include "passes/Passes.h.inc"
+} // namespace mlir::ragged
+
+using namespace mlir;
+
+namespace {
+
+/// Builds f64 arithmetic at one location.
+struct F64Builder {
+  PatternRewriter &b;
+  Location loc;
+
+  Value c(double v) {
+    return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
+  }
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value neg(Value x) { return arith::NegFOp::create(b, loc, x); }
+  Value abs(Value x) { return math::AbsFOp::create(b, loc, x); }
+  Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
+  Value log(Value x) { return math::LogOp::create(b, loc, x); }
+  Value cmp(arith::CmpFPredicate p, Value x, Value y) {
+    return arith::CmpFOp::create(b, loc, p, x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, c, x, y);
+  }
+  /// `r` with the sign of `x` (r >= 0): odd functions evaluated on |x|.
+  Value withSignOf(Value x, Value r) {
+    return select(cmp(arith::CmpFPredicate::OLT, x, c(0.0)), neg(r), r);
+  }
+};
+
+/// Whether `op` computes on scalar f64: the expansions below build scalars.
+bool isScalarF64(Operation *op) { return op->getResult(0).getType().isF64(); }
+
+/// tanh(x) = sign(x) * -m / (2 + m) with m = expm1(-2|x|). expm1 is Kahan's
+/// exp(y) - 1 = (u - 1) y / log(u), u = exp(y): exact where u rounds to 1
+/// (it returns y) and a few ulps elsewhere, so small |x| keeps its
+/// relative precision, which 1 - exp(-2|x|) would lose.
+struct ExpandTanh : OpRewritePattern<math::TanhOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::TanhOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!isScalarF64(op))
+      return failure();
+    F64Builder f{rewriter, op.getLoc()};
+    Value x = op.getOperand();
+    Value y = f.mul(f.c(-2.0), f.abs(x));
+    Value u = f.exp(y);
+    Value um1 = f.sub(u, f.c(1.0));
+    Value kahan = f.div(f.mul(um1, y), f.log(u));
+    // u = 0 (|x| large): expm1 is -1; u = 1 (|x| tiny): expm1 is y.
+    Value m = f.select(f.cmp(arith::CmpFPredicate::OEQ, um1, f.c(-1.0)),
+                       f.c(-1.0), kahan);
+    m = f.select(f.cmp(arith::CmpFPredicate::OEQ, u, f.c(1.0)), y, m);
+    Value t = f.div(f.neg(m), f.add(f.c(2.0), m));
+    rewriter.replaceOp(op, f.withSignOf(x, t));
+    return success();
+  }
+};
+
+/// erf(x) = sign(x) * erf(|x|), with erf(a) for a < 2 from its Taylor
+/// series (2/sqrt(pi)) sum_n (-1)^n a^(2n+1) / (n! (2n+1)), 30 terms by
+/// Horner in a^2, and for a >= 2 as 1 - erfc(a), erfc from its continued
+/// fraction exp(-a^2) / sqrt(pi) / (a + (1/2)/(a + 1/(a + (3/2)/(a + ...)))),
+/// 50 levels. Both stay within 1e-15 of erf on their ranges (the series'
+/// alternating terms grow to e^4 / 4 at a = 2; the fraction converges faster
+/// as a grows).
+struct ExpandErf : OpRewritePattern<math::ErfOp> {
+  using OpRewritePattern::OpRewritePattern;
+  static constexpr int kSeriesTerms = 30;
+  static constexpr int kFractionLevels = 50;
+  static constexpr double kSplit = 2.0;
+
+  LogicalResult matchAndRewrite(math::ErfOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!isScalarF64(op))
+      return failure();
+    F64Builder f{rewriter, op.getLoc()};
+    Value x = op.getOperand();
+    Value a = f.abs(x);
+    Value z = f.mul(a, a);
+    // Series coefficients (2/sqrt(pi)) (-1)^n / (n! (2n+1)), highest first.
+    double twoOverSqrtPi = 2.0 / std::sqrt(M_PI);
+    SmallVector<double> coefficients;
+    double factorial = 1.0;
+    for (int n = 0; n < kSeriesTerms; ++n) {
+      if (n > 0)
+        factorial *= n;
+      double sign = n % 2 ? -1.0 : 1.0;
+      coefficients.push_back(twoOverSqrtPi * sign / (factorial * (2 * n + 1)));
+    }
+    Value p = f.c(coefficients.back());
+    for (double coefficient : llvm::reverse(ArrayRef(coefficients).drop_back()))
+      p = f.add(f.mul(p, z), f.c(coefficient));
+    Value series = f.mul(a, p);
+    Value k = a;
+    for (int n = kFractionLevels; n >= 1; --n)
+      k = f.add(a, f.div(f.c(n / 2.0), k));
+    Value erfc = f.div(f.exp(f.neg(z)), f.mul(f.c(std::sqrt(M_PI)), k));
+    Value fraction = f.sub(f.c(1.0), erfc);
+    Value r = f.select(f.cmp(arith::CmpFPredicate::OLT, a, f.c(kSplit)),
+                       series, fraction);
+    rewriter.replaceOp(op, f.withSignOf(x, r));
+    return success();
+  }
+};
+
+struct ExpandMathPass : ragged::impl::ExpandMathPassBase<ExpandMathPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    ragged::populateExpandF64MathPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::ragged::populateExpandF64MathPatterns(RewritePatternSet &patterns) {
+  patterns.add<ExpandTanh, ExpandErf>(patterns.getContext());
+}

@@ -1,0 +1,42 @@
+// RUN: ragged-opt %s --ragged-expand-math | FileCheck %s
+
+// f64 tanh becomes -expm1(-2|x|) / (2 + expm1(-2|x|)) with the sign of x,
+// expm1 by Kahan's (u - 1) y / log(u), u = exp(y).
+// CHECK-LABEL: func.func @tanh_f64
+// CHECK-NOT:     math.tanh
+// CHECK:         %[[A:.*]] = math.absf %arg0 : f64
+// CHECK:         %[[Y:.*]] = arith.mulf %[[A]], %{{.*}} : f64
+// CHECK:         %[[U:.*]] = math.exp %[[Y]] : f64
+// CHECK:         math.log %[[U]] : f64
+// CHECK:         arith.cmpf oeq, %[[U]]
+// CHECK:         arith.cmpf olt, %arg0
+// CHECK:         return
+func.func @tanh_f64(%x: f64) -> f64 {
+  %y = math.tanh %x : f64
+  return %y : f64
+}
+
+// f64 erf: a Taylor series below 2, a continued fraction for erfc above.
+// CHECK-LABEL: func.func @erf_f64
+// CHECK-NOT:     math.erf
+// CHECK:         math.absf %arg0 : f64
+// CHECK:         math.exp
+// CHECK:         arith.cmpf olt, %{{.*}}, %cst{{.*}} : f64
+// CHECK:         arith.select
+// CHECK:         return
+func.func @erf_f64(%x: f64) -> f64 {
+  %y = math.erf %x : f64
+  return %y : f64
+}
+
+// Other types are left to IREE, which computes f32, f16 and bf16 math.
+// CHECK-LABEL: func.func @narrow
+// CHECK:         math.tanh %arg0 : f32
+// CHECK:         math.erf %arg1 : f16
+// CHECK:         math.tanh %arg2 : bf16
+func.func @narrow(%a: f32, %b: f16, %c: bf16) -> (f32, f16, bf16) {
+  %x = math.tanh %a : f32
+  %y = math.erf %b : f16
+  %z = math.tanh %c : bf16
+  return %x, %y, %z : f32, f16, bf16
+}
