@@ -1132,6 +1132,95 @@ for _f, _spec in (
     _register(_fns, "per-item", _per_item_fn(_spec, reduces=True))
 
 
+# Spatial functions on unbatched items ([C, H(b), W(b)] images, [C, L(b)] signals), like DanLing.
+_SPATIAL = [
+    getattr(F, name, None)
+    for name in (
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "max_pool1d",
+        "max_pool2d",
+        "max_pool3d",
+        "avg_pool1d",
+        "avg_pool2d",
+        "avg_pool3d",
+        "lp_pool1d",
+        "lp_pool2d",
+        "lp_pool3d",
+        "adaptive_max_pool1d",
+        "adaptive_max_pool2d",
+        "adaptive_max_pool3d",
+        "adaptive_avg_pool1d",
+        "adaptive_avg_pool2d",
+        "adaptive_avg_pool3d",
+        "max_unpool1d",
+        "max_unpool2d",
+        "max_unpool3d",
+        "max_pool1d_with_indices",
+        "max_pool2d_with_indices",
+        "max_pool3d_with_indices",
+        "adaptive_max_pool1d_with_indices",
+        "adaptive_max_pool2d_with_indices",
+        "adaptive_max_pool3d_with_indices",
+        "fractional_max_pool2d",
+        "fractional_max_pool3d",
+        "pad",
+        "pixel_shuffle",
+        "pixel_unshuffle",
+        "channel_shuffle",
+        "unfold",
+        "fold",
+        "local_response_norm",
+        "pairwise_distance",
+        "pdist",
+    )
+]
+_SPATIAL += [
+    getattr(torch, n, None)
+    for n in (
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "pixel_shuffle",
+        "pixel_unshuffle",
+        "channel_shuffle",
+        "pairwise_distance",
+        "pdist",
+    )
+]
+_register(_SPATIAL, "per-item", _per_item_fn(), "on every unbatched item (e.g. [C, H(b), W(b)] images)")
+
+
+def _batched_per_item(func: Callable, args: tuple, kwargs: dict) -> Any:
+    # interpolate has no unbatched form: each item gets a batch dim of 1.
+    nt = _as_nested(args[0])
+    if not isinstance(nt, NestedTensor):
+        raise TypeError(f"{_fname(func)}: expected input to be a NestedTensor, got {type(nt).__name__}")
+    return nt._per_item(lambda t: func(t[None], *args[1:], **kwargs)[0], _fname(func))
+
+
+_register([F.interpolate, getattr(F, "upsample", None)], "per-item", _batched_per_item)
+
+
+def _batch_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
+    nt = _as_nested(args[0])
+    if not isinstance(nt, NestedTensor) or nt._item_rank() < 1 or 0 in nt.ragged_dims:
+        raise ValueError(
+            "batch_norm: needs a NestedTensor whose channel dim (dim 1, the items' dim 0) is static, "
+            f"e.g. [B, C, H(b), W(b)]; got ragged dims {getattr(nt, 'ragged_dims', None)}"
+        )
+    # The statistics of a channel over every real element: the packed rows are the batch.
+    out = func(nt.values, *args[1:], **kwargs)
+    return nt._derive(out)
+
+
+_register([F.batch_norm], "per-token", _batch_norm, "statistics over the real elements of every channel")
+
+
 def _take(func: Callable, args: tuple, kwargs: dict) -> Any:
     nt = _as_nested(args[0])
     index = args[1] if len(args) > 1 else kwargs["index"]

@@ -244,11 +244,8 @@ def mha_handler(func: Callable, args: tuple, kwargs: dict) -> Any:
                 f"{fname}: {name} must be a NestedTensor of [B, L(b), E] sequences, got ragged dims "
                 f"{x.ragged_dims} on items of rank {x._item_rank()}"
             )
-        if x.batch_first:
-            raise ValueError(
-                f"{fname}: NestedTensor inputs need nn.MultiheadAttention(batch_first=True) "
-                f"(F.multi_head_attention_forward takes [L, B, E]: pass nt.transpose(0, 1))"
-            )
+        # A NestedTensor knows its batch dim: nn.MultiheadAttention's batch_first
+        # (which only transposes the inputs and the output) does not matter.
         qkv.append(x)
     q, k, v = qkv
     if p["need_weights"]:

@@ -814,8 +814,13 @@ def test_multihead_attention_errors(rng):
         mha(x, x, x)
     with pytest.raises(NotImplementedError, match="key_padding_mask"):
         mha(x, x, x, need_weights=False, key_padding_mask=torch.zeros(2, 3, dtype=torch.bool))
-    with pytest.raises(ValueError, match="batch_first=True"):
-        nn.MultiheadAttention(16, 4).eval()(x, x, x, need_weights=False)
+    # the NestedTensor knows its batch dim: batch_first=False modules give the same result
+    mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    seq_first = nn.MultiheadAttention(16, 4).eval()
+    seq_first.load_state_dict(mha.state_dict())
+    torch.testing.assert_close(
+        seq_first(x, x, x, need_weights=False)[0].values, mha(x, x, x, need_weights=False)[0].values
+    )
     with pytest.raises(NotImplementedError, match="dropout"):
         nn.MultiheadAttention(16, 4, dropout=0.1, batch_first=True).train()(x, x, x, need_weights=False)
 
@@ -843,8 +848,8 @@ def test_unsupported_function_is_named(rng):
         torch.fft.fft(nt)
     with pytest.raises(ValueError, match="cumsum.*batch"):
         torch.cumsum(nt, 0)
-    with pytest.raises(TypeError, match="conv1d"):
-        F.conv1d(nt, torch.randn(2, 2, 1))
+    with pytest.raises(TypeError, match="histc"):
+        torch.histc(nt)
 
 
 def test_ops_never_mutate_inputs(rng):
@@ -1325,3 +1330,32 @@ def test_per_item_functions_eager(rng):
     torch._dynamo.reset()
     with pytest.raises(Exception, match="item by item"):
         torch.compile(lambda t: torch.det(t).values, backend="eager", fullgraph=True)(mats)
+
+
+def test_images_per_item_and_batch_norm(rng):
+    """Convolutions and pooling run per image (eager); batch norm over the real pixels."""
+    g = gen(rng)
+    items = [torch.randn(3, h, w, generator=g) for h, w in ((5, 7), (4, 6), (2, 3))]
+    nt = NestedTensor(items)
+    conv = nn.Conv2d(3, 4, 3, padding=1).eval()
+    with torch.no_grad():
+        check_items(conv(nt), [conv(x) for x in items], **ELEM)
+        check_items(
+            F.max_pool2d(nt, 2, ceil_mode=True), [F.max_pool2d(x, 2, ceil_mode=True) for x in items], **ELEM
+        )
+        check_items(
+            F.interpolate(nt, scale_factor=2),
+            [F.interpolate(x[None], scale_factor=2)[0] for x in items],
+            **ELEM,
+        )
+        bn = nn.BatchNorm2d(3).train()
+        out = bn(nt)
+    pixels = torch.cat([x.reshape(3, -1) for x in items], dim=1).double()
+    mu, var = pixels.mean(1), pixels.var(1, unbiased=False)
+    check_items(
+        out, [(x.double() - mu[:, None, None]) / torch.sqrt(var[:, None, None] + 1e-5) for x in items], **EXP
+    )
+    with pytest.raises(ValueError, match="channel"):
+        F.batch_norm(
+            NestedTensor(make_items(rng, [3, 2])).transpose(1, 2).transpose(1, 2), None, None, training=True
+        )
