@@ -64,8 +64,9 @@ class RaggedBackendOptions:
     debug_dir: dump, per graph, the FX graph, the imported and ragged IR, the
         lowered IR and the IREE flags there (also ``RAGGED_DEBUG_DIR``).
     fallback: run a graph eagerly (with a warning) when it cannot be
-        compiled; False raises :class:`BackendRefused` instead. The
-        environment variable ``RAGGED_FALLBACK=0`` sets it to False.
+        compiled; False raises :class:`BackendRefused` instead. None (the
+        default) reads the environment: ``RAGGED_FALLBACK=0`` means False,
+        anything else True.
     """
 
     target: str = "llvm-cpu"
@@ -76,11 +77,12 @@ class RaggedBackendOptions:
     iree_attention: bool | None = None
     freeze_parameters: bool = True
     debug_dir: str | None = None
-    fallback: bool = True
+    fallback: bool | None = None
 
     def __post_init__(self) -> None:
-        if os.environ.get("RAGGED_FALLBACK", "").strip().lower() in ("0", "false", "no", "off"):
-            self.fallback = False
+        if self.fallback is None:
+            env = os.environ.get("RAGGED_FALLBACK", "").strip().lower()
+            self.fallback = env not in ("0", "false", "no", "off")
 
 
 class BackendRefused(RuntimeError):
@@ -216,6 +218,7 @@ def _key(gm: torch.fx.GraphModule, example_inputs, options: RaggedBackendOptions
         options.attention_buckets,
         options.iree_attention,
         options.freeze_parameters,
+        options.fallback,  # a refused graph is cached as its eager fallback
     )
     return (
         kind,

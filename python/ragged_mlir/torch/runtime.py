@@ -28,15 +28,29 @@ def _version(t: torch.Tensor):
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A host array of ``t`` (no copy when it is a contiguous CPU tensor);
+    bfloat16, which numpy lacks, as ``ml_dtypes.bfloat16`` (what IREE's
+    runtime takes and returns)."""
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
-    return t.contiguous().numpy()
+    t = t.contiguous()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
 
 
 def to_torch(array) -> torch.Tensor:
+    """A torch tensor owning a copy of a device result. IREE may hand the
+    memory behind a mapped result to a later call, so a tensor that only
+    viewed it could change under its owner (seen as wrong values when one
+    compiled graph's output fed the next)."""
     host = array if isinstance(array, np.ndarray) else np.asarray(array.to_host())
-    return torch.from_numpy(host)
+    if host.dtype.name == "bfloat16":
+        return torch.from_numpy(host.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(host.copy())
 
 
 class _Parameters:

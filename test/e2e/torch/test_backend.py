@@ -169,14 +169,24 @@ def test_unsupported_graph_falls_back_with_a_message():
             return torch.fft.rfft(x.values, dim=-1).abs()
 
     items = batch([2, 3], 8)
-    model = torch.compile(Weird(), backend="ragged", dynamic=True)
+    model = torch.compile(Weird(), backend="ragged", dynamic=True, options={"fallback": True})
+    fallbacks = rb.stats["fallbacks"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with torch.no_grad():
             out = model(NestedTensor(items))
     want = torch.fft.rfft(torch.cat(items), dim=-1).abs()
     np.testing.assert_allclose(out, want, atol=1e-5)
-    assert any("ragged backend: running this graph eagerly" in str(w.message) for w in caught)
+    messages = [
+        str(w.message) for w in caught if "ragged backend: running this graph eagerly" in str(w.message)
+    ]
+    assert len(messages) == 1 and "complex64" in messages[0], messages  # one warning, naming the reason
+    assert rb.stats["fallbacks"] == fallbacks + 1 and "complex64" in rb.fallback_reasons[-1]
+    # Without fallback the same graph raises, with the same reason.
+    torch._dynamo.reset()
+    strict = torch.compile(Weird(), backend="ragged", dynamic=True, options={"fallback": False})
+    with pytest.raises(Exception, match="complex64"), torch.no_grad():
+        strict(NestedTensor(items))
 
 
 def test_debug_dump(tmp_path, monkeypatch):
