@@ -212,6 +212,8 @@ def main() -> int:
         choices=["f16", "f32", "f64"],
         help="element types to draw (default all)",
     )
+    ap.add_argument("--p-zero-dim", type=float, default=None, help="probability of a dense dim of size 0")
+    ap.add_argument("--p-large-dim", type=float, default=None, help="probability of a larger dense dim")
     ap.add_argument("--no-localize", action="store_true", help="do not look for the wrong op of a mismatch")
     ap.add_argument(
         "--no-invalid", action="store_true", help="do not also call plain-mode programs with invalid inputs"
@@ -250,6 +252,8 @@ def main() -> int:
                 long=long,
                 max_ops=int(rng.choice([3, 5, 8])),
                 **({"dtypes": dict.fromkeys(args.dtypes, 1.0)} if args.dtypes else {}),
+                **({"p_zero_dim": args.p_zero_dim} if args.p_zero_dim is not None else {}),
+                **({"p_large_dim": args.p_large_dim} if args.p_large_dim is not None else {}),
             )
             n = min(args.batch if not attention else max(1, args.batch // 2), args.count - done)
             cases = []
