@@ -5,10 +5,12 @@
 // contraction whose reduction extent is dynamic, when an operand is computed
 // inside the program (the packing is fused into the producer's dispatch and
 // its codegen fails with "'affine.delinearize_index' op no basis element may
-// be statically non-positive"). Per function, IREE data-tiles every supported
-// contraction unless some op already carries its `iree.opt.data_tiling`
-// hint, and then only the hinted ones: that hint is how this pass keeps the
-// fast packed GEMMs and leaves the others alone.
+// be statically non-positive"). Such a contraction need not be one here:
+// IREE fuses `sum(x * mask)` -- a dynamic reduction fed by a multiply -- into
+// one. IREE data-tiles every supported contraction unless some op already
+// carries its `iree.opt.data_tiling` hint, and then only the hinted ones, and
+// it decides after inlining, for the program as a whole. The hint is how this
+// pass keeps the fast packed GEMMs and leaves the others alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,12 +49,11 @@ bool isPlainDataTilable(linalg::LinalgOp op) {
                        [](int64_t extent) { return extent == 1; });
 }
 
-/// Whether `op` is a contraction with a reduction loop of dynamic extent:
-/// IREE data-tiles it, after folding unit dims and collapsing others, as
-/// soon as it has its supported shape, and then fails or computes garbage.
+/// Whether `op` has a reduction loop of dynamic extent: IREE data-tiles it,
+/// after fusing its producers, folding unit dims and collapsing others, as
+/// soon as it has a supported contraction's shape, and then fails or
+/// computes garbage.
 bool hasDynamicReduction(linalg::LinalgOp op) {
-  if (!linalg::isaContractionOpInterface(op))
-    return false;
   SmallVector<int64_t> extents = op.getStaticLoopRanges();
   for (auto [extent, iterator] :
        llvm::zip_equal(extents, op.getIteratorTypesArray()))
@@ -66,27 +67,25 @@ struct HintDataTilingPass
     : ragged::impl::HintDataTilingPassBase<HintDataTilingPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    bool unprotected = false;
-    for (auto fn : module.getOps<func::FuncOp>()) {
-      SmallVector<linalg::LinalgOp> tilable;
-      bool dynamicReduction = false;
-      fn.walk([&](linalg::LinalgOp op) {
-        if (hasDynamicReduction(op))
-          dynamicReduction = true;
-        else if (isPlainDataTilable(op))
-          tilable.push_back(op);
-      });
-      if (!dynamicReduction)
-        continue; // IREE's own choice is right for this function.
-      // A hint on the others keeps IREE off the dynamic contraction; with
-      // none to hint, IREE would take it, so data tiling must go.
-      if (tilable.empty())
-        unprotected = true;
-      for (linalg::LinalgOp op : tilable)
-        op->setAttr(kIreeHint, UnitAttr::get(&getContext()));
-    }
-    if (unprotected)
+    SmallVector<linalg::LinalgOp> tilable;
+    bool dynamicReduction = false;
+    // The whole module: IREE inlines the functions before it decides.
+    module.walk([&](linalg::LinalgOp op) {
+      if (hasDynamicReduction(op))
+        dynamicReduction = true;
+      else if (isPlainDataTilable(op))
+        tilable.push_back(op);
+    });
+    if (!dynamicReduction)
+      return; // IREE's own choice is right for this module.
+    // A hint on the others keeps IREE off the dynamic reductions; with none
+    // to hint, IREE would take them, so data tiling must go.
+    if (tilable.empty()) {
       module->setAttr(ragged::kNoDataTilingAttr, UnitAttr::get(&getContext()));
+      return;
+    }
+    for (linalg::LinalgOp op : tilable)
+      op->setAttr(kIreeHint, UnitAttr::get(&getContext()));
   }
 };
 

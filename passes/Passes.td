@@ -74,13 +74,16 @@ def HintDataTilingPass : Pass<"ragged-hint-data-tiling", "ModuleOp"> {
     folds away, leaving a plain batch matmul over the bucket length), a
     dense `torch.bmm` with dynamic K.
 
-    IREE data-tiles every supported contraction of a function unless one of
-    them carries its `iree.opt.data_tiling` hint, and then only the hinted
-    ones. In a function with a dynamic-reduction contraction this pass hints
-    the contractions IREE takes as they stand (static reduction, at most one
-    batch, M, N and K dim, no unit dims); when such a function has none, it
-    marks the module `ragged.no_data_tiling` and `compile()` leaves data
-    tiling off. Functions without a dynamic reduction are left to IREE.
+    IREE data-tiles every supported contraction unless one of them carries
+    its `iree.opt.data_tiling` hint, and then only the hinted ones; it
+    decides after inlining, so for the whole module. A linalg op with a
+    dynamic reduction extent may become such a contraction inside IREE (it
+    fuses `sum(x * mask)` into one), so when the module has one, this pass
+    hints the contractions IREE takes as they stand (static reduction, at
+    most one batch, M, N and K dim, no unit dims), in every function; when
+    there are none, it marks the module `ragged.no_data_tiling` and
+    `compile()` leaves data tiling off. Modules without a dynamic reduction
+    are left to IREE.
 
     Before:
     ```mlir

