@@ -241,6 +241,27 @@ def test_model_mixing_nested_and_dense_tensors():
     np.testing.assert_allclose(total.item(), sum(x.double().abs().sum() for x in xs).item(), rtol=1e-5)
 
 
+def test_matmul_operator_with_parameters_and_closures():
+    """``x @ w`` on a NestedTensor, with w a parameter or a tensor the model closes over."""
+    torch.manual_seed(7)
+    closed = torch.randn(5, 3)
+
+    class Project(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 5))
+
+        def forward(self, x):
+            return ((x @ self.w) @ closed).sum(dim=1)
+
+    model = Project().eval()
+    xs = items([3, 0, 6], 4, seed=8)
+    got = compiled(model)(NestedTensor(xs))
+    w = model.w.double() @ closed.double()
+    for b, x in enumerate(xs):
+        np.testing.assert_allclose(got[b].numpy(), (x.double() @ w).sum(0).numpy(), atol=1e-5, rtol=1e-5)
+
+
 def test_transformer_encoder_on_nested_tensor():
     torch.manual_seed(4)
     layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
