@@ -212,6 +212,15 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
     init = linalg::FillOp::create(rewriter, loc,
                                   floatConst(rewriter, loc, elem, 0.0), init)
                .getResult(0);
+    // A static contraction extent of 0 makes the product all zeros. IREE 3.13
+    // crashes (AnnotateDispatchesPass) on a contraction over an empty static
+    // dim, so the zero fill is the result.
+    int64_t k = valuesType.getDimSize(rank - 1);
+    if (k == 0 || cast<RankedTensorType>(weight.getType()).getDimSize(0) == 0) {
+      rewriter.replaceOpWithMultiple(
+          op, {Packed{resultType, init, x.partitions}.flatten(rewriter, loc)});
+      return success();
+    }
     Value out;
     if (rank == 2) {
       out = linalg::MatmulOp::create(rewriter, loc, TypeRange{outType},
@@ -783,6 +792,56 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
   }
 };
 
+/// Rows gathered by IREE: row i of a value is row `index[i]` of `source`.
+struct GatheredRows {
+  Value source, index;
+};
+
+/// When `v` is the result of an `iree_linalg_ext.gather` of whole rows,
+/// seen through reshapes that keep the row dim apart, the gather's source
+/// under the same reshapes and its row index.
+std::optional<GatheredRows> gatheredRows(OpBuilder &b, Location loc, Value v) {
+  SmallVector<Operation *> reshapes;
+  Operation *def = v.getDefiningOp();
+  auto keepsRows = [](ArrayRef<ReassociationIndices> groups) {
+    return !groups.empty() && groups.front().size() == 1;
+  };
+  while (def) {
+    if (auto c = dyn_cast<tensor::CollapseShapeOp>(def)) {
+      if (!keepsRows(c.getReassociationIndices()))
+        return std::nullopt;
+    } else if (auto e = dyn_cast<tensor::ExpandShapeOp>(def)) {
+      if (!keepsRows(e.getReassociationIndices()))
+        return std::nullopt;
+    } else {
+      break;
+    }
+    reshapes.push_back(def);
+    def = def->getOperand(0).getDefiningOp();
+  }
+  if (!def || def->getName().getStringRef() != "iree_linalg_ext.gather" ||
+      def->getNumOperands() != 3 ||
+      cast<RankedTensorType>(def->getOperand(1).getType()).getRank() != 1)
+    return std::nullopt;
+  Value source = def->getOperand(0);
+  for (Operation *r : llvm::reverse(reshapes)) {
+    if (auto c = dyn_cast<tensor::CollapseShapeOp>(r)) {
+      source = tensor::CollapseShapeOp::create(b, loc, source,
+                                               c.getReassociationIndices());
+      continue;
+    }
+    auto e = cast<tensor::ExpandShapeOp>(r);
+    SmallVector<int64_t> shape(e.getResultType().getShape());
+    shape.front() = cast<RankedTensorType>(source.getType()).getDimSize(0);
+    SmallVector<OpFoldResult> sizes = e.getMixedOutputShape();
+    sizes.front() = tensor::getMixedSize(b, loc, source, 0);
+    source = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get(shape, e.getResultType().getElementType()),
+        source, e.getReassociationIndices(), sizes);
+  }
+  return GatheredRows{source, def->getOperand(1)};
+}
+
 /// A linalg.generic with explicit maps (inputs then output) and iterators.
 Value structured(OpBuilder &b, Location loc, Value init, ValueRange inputs,
                  ArrayRef<AffineMap> maps, ArrayRef<utils::IteratorType> iters,
@@ -882,6 +941,17 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
       return view;
     };
     Value qv = rowsOf(q.values), kv = rowsOf(k), vv = rowsOf(v);
+    // An operand that is itself rows gathered by IREE (the last step of
+    // another attention on this path) is read from that gather's source
+    // through the composed row index. IREE would otherwise fuse the earlier
+    // gather into this attention's dispatch, where its CPU codegen
+    // vectorises it at its whole dynamic extent ("large vector sizes") or
+    // rejects the fused gathers; reading the source directly also saves a
+    // copy of the rows.
+    SmallVector<std::optional<GatheredRows>, 3> rerouted(3);
+    if (ireeGathers)
+      for (auto [i, operand] : llvm::enumerate(ValueRange{qv, kv, vv}))
+        rerouted[i] = gatheredRows(rewriter, loc, operand);
     // Dims of a row ([H, d], or [d] for a dropped head) and their sizes.
     auto rowType = cast<RankedTensorType>(qv.getType());
     SmallVector<int64_t> rowShape(rowType.getShape().drop_front());
@@ -944,12 +1014,24 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
                                                       SmallVector<ReassociationIndices>{{0, 1}});
         SmallVector<OpFoldResult> blockSizes{lay.counts[kk], getAsOpFoldResult(sizes[kk])};
         llvm::append_range(blockSizes, rowSizes);
-        auto block = [&](Value source) -> Value {
-          return tensor::ExpandShapeOp::create(rewriter, loc, blockType, ireeGather(rewriter, loc, source, slots),
-                                               slotsThenRow, blockSizes)
+        auto block = [&](Value operand, const std::optional<GatheredRows> &rows) -> Value {
+          Value gathered;
+          if (rows) {
+            // Slot j reads row index[slots[j]] of the earlier gather's source.
+            AffineMap id1 = rewriter.getMultiDimIdentityMap(1);
+            Value composed = parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, slots), {slots}, {id1},
+                                             [&](OpBuilder &b, Location l, ValueRange a) {
+                                               Value at = arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
+                                               return tensor::ExtractOp::create(b, l, rows->index, at).getResult();
+                                             });
+            gathered = ireeGather(rewriter, loc, rows->source, composed);
+          } else {
+            gathered = ireeGather(rewriter, loc, operand, slots);
+          }
+          return tensor::ExpandShapeOp::create(rewriter, loc, blockType, gathered, slotsThenRow, blockSizes)
               .getResult();
         };
-        qb = block(qv), kb = block(kv), vb = block(vv);
+        qb = block(qv, rerouted[0]), kb = block(kv, rerouted[1]), vb = block(vv, rerouted[2]);
       } else {
         // One gather of the three blocks, or, when operands are shared,
         // one gather per distinct source: a shared operand is one block.

@@ -183,8 +183,20 @@ struct FromPaddedLowering : OpConversionPattern<FromPaddedOp> {
     for (int64_t d = 1; d < valuesType.getRank(); ++d)
       if (valuesType.isDynamicDim(d))
         dyn.push_back(dimOf(rewriter, loc, padded, last + 1 + d));
+    // A dense dim of size 0 up to the last ragged dim leaves every item
+    // without rows: the values are empty. The gather below would index a
+    // padded tensor with a static extent of 0, which IREE's CPU codegen
+    // rejects ("offset 1 is out-of-bounds: 0 >= 0").
+    bool noRows = llvm::is_contained(type.getShape().take_front(last + 1), 0);
+    if (noRows)
+      dyn.front() = constIndex(rewriter, loc, 0);
     Value init = emptyTensor(rewriter, loc, valuesType.getShape(),
                              valuesType.getElementType(), dyn);
+    if (noRows) {
+      packed.values = init;
+      rewriter.replaceOpWithMultiple(op, {packed.flatten(rewriter, loc)});
+      return success();
+    }
     packed.values = parallelGeneric(
         rewriter, loc, init, {}, {},
         [&](OpBuilder &b, Location l, ValueRange) {

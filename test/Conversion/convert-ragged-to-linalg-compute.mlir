@@ -72,6 +72,19 @@ func.func @matmul(%x: !ragged.tensor<?, [L], 8, f32>, %w: tensor<8x3xf32>) -> !r
 
 // -----
 
+// A contraction extent of 0: the product is the zero fill, with no matmul.
+// CHECK-LABEL: func.func @matmul_zero_k
+// CHECK-SAME:    (%[[V:[^:]*]]: tensor<?x0xf32>, %[[O:[^:]*]]: tensor<?xi64>, %[[W:[^:]*]]: tensor<0x3xf32>)
+// CHECK:         %[[F:.*]] = linalg.fill
+// CHECK-NOT:     linalg.matmul
+// CHECK:         return %[[F]], %[[O]] : tensor<?x3xf32>, tensor<?xi64>
+func.func @matmul_zero_k(%x: !ragged.tensor<?, [L], 0, f32>, %w: tensor<0x3xf32>) -> !ragged.tensor<?, [L], 3, f32> {
+  %y = ragged.matmul %x, %w : !ragged.tensor<?, [L], 0, f32>, tensor<0x3xf32> -> !ragged.tensor<?, [L], 3, f32>
+  return %y : !ragged.tensor<?, [L], 3, f32>
+}
+
+// -----
+
 // Rank-3 values: a contraction generic over [rows, H, N, K].
 // CHECK-DAG:   #[[IN:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
 // CHECK-DAG:   #[[WT:.*]] = affine_map<(d0, d1, d2, d3) -> (d3, d2)>

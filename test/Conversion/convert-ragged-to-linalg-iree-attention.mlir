@@ -112,3 +112,20 @@ func.func @one_head_shared(%x: !ragged.tensor<?, [L], 1, 11, f32>,
   %o = ragged.attention %x, %x, %v {scale = 0.5 : f64} : !ragged.tensor<?, [L], 1, 11, f32>
   return %o : !ragged.tensor<?, [L], 1, 11, f32>
 }
+
+// An attention whose query is another attention's result reads the earlier
+// slab directly: each bucket's gather composes its slots with the earlier
+// attention's row index instead of gathering from that attention's gathered
+// rows (IREE would fuse the two gathers into one dispatch it cannot compile).
+// CHECK-LABEL: func.func @chained
+// CHECK:         %[[SLAB:.*]] = tensor.concat dim(0)
+// CHECK:         "iree_linalg_ext.gather"(%[[SLAB]], %[[BACK:[^,]*]], %{{.*}})
+// CHECK:         tensor.extract %[[BACK]]
+// CHECK:         "iree_linalg_ext.gather"(%[[SLAB]], %{{.*}}, %{{.*}}) {dimension_map = array<i64: 0>} : (tensor<?x2x4xf32>, tensor<?xi64>, tensor<?x2x4xf32>) -> tensor<?x2x4xf32>
+// CHECK-NEXT:    tensor.expand_shape
+func.func @chained(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>,
+                   %v: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
+  %a = ragged.attention %q, %k, %v {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  %o = ragged.attention %a, %k, %v {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %o : !ragged.tensor<?, [L], 2, 4, f32>
+}

@@ -194,6 +194,21 @@ func.func @from_padded(%p: tensor<?x?x4xf32>, %len: tensor<?xi64>) -> !ragged.te
 
 // -----
 
+// from_padded with a dense dim of size 0 before the ragged dim: no item has
+// rows, so the values are an empty tensor and nothing reads the padded input.
+// CHECK-LABEL: func.func @from_padded_no_rows
+// CHECK:         cf.assert %{{.*}}, "ragged.from_padded: lengths must have one entry per padded item and lie in [0, padded extent]"
+// CHECK-NOT:     tensor.extract %arg0
+// CHECK:         %[[INIT:.*]] = tensor.empty(%{{.*}}) : tensor<?xf32>
+// CHECK-NEXT:    %[[OFFS:.*]] = tensor.cast %{{.*}} : tensor<?xi64> to tensor<5xi64>
+// CHECK-NEXT:    return %[[INIT]], %[[OFFS]] : tensor<?xf32>, tensor<5xi64>
+func.func @from_padded_no_rows(%p: tensor<4x0x?xf32>, %len: tensor<4xi64>) -> !ragged.tensor<4, 0, [L], f32> {
+  %x = ragged.from_padded %p lengths(%len) : tensor<4x0x?xf32>, tensor<4xi64> -> !ragged.tensor<4, 0, [L], f32>
+  return %x : !ragged.tensor<4, 0, [L], f32>
+}
+
+// -----
+
 // mask: one parallel generic over [B, max] yielding "index < extent".
 // CHECK-LABEL: func.func @mask
 // CHECK-SAME:    (%[[V:[^:]*]]: tensor<?x4xf32>, %[[O:[^:]*]]: tensor<?xi64>) -> tensor<?x?xi1>
