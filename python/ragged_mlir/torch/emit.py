@@ -168,6 +168,57 @@ def _attention(em: Emitter, node: fx.Node) -> ir.Value:
     return em.unpack(out, node)
 
 
+@lowering(torch.ops.ragged.to_padded.default, "packed rows as [B, length, ...], padding after each item")
+def _to_padded(em: Emitter, node: fx.Node) -> ir.Value:
+    values, offsets, length, padding = node.args
+    packed = em.pack(values, offsets)
+    rt = rd.RaggedTensorType(packed.type)
+    dyn = ir.ShapedType.get_dynamic_size()
+    dense = [dyn if d is None else d for d in rt.dense_dims]
+    elem = rt.element_type
+    padded = rd.to_padded(ir.RankedTensorType.get([dyn, dyn, *dense], elem), packed, _float(padding, elem))
+    # to_padded pads to the longest item; the graph asks for `length` (>= it).
+    index = ir.IndexType.get()
+    c1 = arith.constant(index, 1)
+    want = _index(em[length]) if isinstance(length, fx.Node) else arith.constant(index, int(length))
+    extra = arith.subi(want, tensor.dim(padded, c1))
+    rank = 2 + len(dense)
+    out_type = ir.RankedTensorType.get([dyn, dyn, *dense], elem)
+    pad = tensor.PadOp(
+        out_type,
+        padded,
+        [],
+        [extra],
+        ir.DenseI64ArrayAttr.get([0] * rank),
+        ir.DenseI64ArrayAttr.get([0, dyn] + [0] * len(dense)),
+    )
+    block = pad.region.blocks.append(*([index] * rank))
+    with ir.InsertionPoint(block):
+        tensor.YieldOp(arith.constant(elem, _float(padding, elem)))
+    return em.cast(pad.result, value_type(node))
+
+
+@lowering(torch.ops.ragged.from_padded.default, "the first lengths[b] slots of each padded item, packed")
+def _from_padded(em: Emitter, node: fx.Node) -> ir.Value:
+    padded, offsets, _ = node.args
+    pt = ir.RankedTensorType(em[padded].type)
+    off = em[offsets]
+    i64 = ir.IntegerType.get_signless(64)
+    dyn = ir.ShapedType.get_dynamic_size()
+    index = ir.IndexType.get()
+    count = arith.subi(tensor.dim(off, arith.constant(index, 0)), arith.constant(index, 1))
+    sliced = ir.RankedTensorType.get([dyn], i64)
+
+    def part(start: int) -> ir.Value:
+        return tensor.ExtractSliceOp(sliced, off, [], [count], [], [start], [dyn], [1]).result
+
+    lengths = arith.subi(part(1), part(0))
+    dense = [None if pt.is_dynamic_dim(i) else pt.shape[i] for i in range(2, pt.rank)]
+    batch = None if pt.is_dynamic_dim(0) else pt.shape[0]
+    rt = rd.RaggedTensorType.get(batch, [rd.Ragged(f"P{len(em.env)}"), *dense], pt.element_type)
+    return em.unpack(rd.from_padded(rt, em[padded], [lengths]), node)
+
+
 def _index(value: ir.Value) -> ir.Value:
     return arith.index_cast(ir.IndexType.get(), value)
 

@@ -526,6 +526,62 @@ def _rewrite_efficient(gm: fx.GraphModule, node: fx.Node) -> str | None:
 # -- driver ----------------------------------------------------------------------------
 
 
+# -- padding and unpadding in general ---------------------------------------------------
+
+
+def _single_offsets(node: fx.Node, offsets: Any) -> fx.Node:
+    if not isinstance(offsets, (list, tuple)) or len(offsets) != 1 or not isinstance(offsets[0], fx.Node):
+        raise _NoMatch(f"{node.name}: {len(offsets) if isinstance(offsets, (list, tuple)) else '?'} offsets")
+    if _tensor_val(offsets[0]).dtype != torch.int64:
+        raise _NoMatch(f"{node.name}: offsets of dtype {_tensor_val(offsets[0]).dtype}")
+    return offsets[0]
+
+
+def _size_node(gm: fx.GraphModule, anchor: fx.Node, size: Any) -> Any:
+    """``size`` as a graph value usable at ``anchor``: the int itself, a node
+    that already computes it, or ``sym_size`` of a tensor that has it as a dim."""
+    if isinstance(size, int):
+        return size
+    expr = str(size.node.expr)
+    for n in gm.graph.nodes:
+        if n is anchor:
+            break
+        val = n.meta.get("val")
+        if isinstance(val, torch.SymInt) and str(val.node.expr) == expr:
+            return n
+        if isinstance(val, torch.Tensor):
+            for d, s in enumerate(val.shape):
+                if isinstance(s, torch.SymInt) and str(s.node.expr) == expr:
+                    return _Builder(gm, anchor)(aten.sym_size.int, n, d)
+    raise _NoMatch(f"{anchor.name}: no value in the graph computes the size {size}")
+
+
+def _rewrite_pad(gm: fx.GraphModule, node: fx.Node) -> str | None:
+    """Any other NJT padding: ``ragged.to_padded`` to the graph's length."""
+    a = _bind(node)
+    offsets = _single_offsets(node, a["offsets"])
+    lengths = a["max_lengths"]
+    if not isinstance(lengths, (list, tuple)) or len(lengths) != 1:
+        raise _NoMatch(f"{node.name}: max_lengths {lengths}")
+    out = _Builder(gm, node)(
+        ragged.to_padded.default, a["values"], offsets, lengths[0], float(a["padding_value"])
+    )
+    node.replace_all_uses_with(out)
+    return f"{node.name}: _jagged_to_padded_dense_forward -> ragged.to_padded"
+
+
+def _rewrite_unpad(gm: fx.GraphModule, node: fx.Node) -> str | None:
+    """Any other NJT unpadding: ``ragged.from_padded`` with the offsets' lengths."""
+    a = _bind(node)
+    offsets = _single_offsets(node, a["offsets"])
+    rows = a.get("total_L")
+    if rows is None:
+        rows = _size_node(gm, node, _tensor_val(node).shape[0])
+    out = _Builder(gm, node)(ragged.from_padded.default, a["dense"], offsets, rows)
+    node.replace_all_uses_with(out)
+    return f"{node.name}: _padded_dense_to_jagged_forward -> ragged.from_padded"
+
+
 def _passes(fuse_mean: bool) -> list[tuple[tuple, Callable[[fx.GraphModule, fx.Node], str | None]]]:
     # Order matters: a mean consumes its sum before the sum is seen on its own.
     return [
@@ -534,6 +590,9 @@ def _passes(fuse_mean: bool) -> list[tuple[tuple, Callable[[fx.GraphModule, fx.N
         ((_UNPAD,), _rewrite_softmax),
         *([((aten.div.Tensor,), _rewrite_mean)] if fuse_mean else []),
         (tuple(_REDUCTIONS), _rewrite_reduction),
+        # Last: whatever padding the patterns above did not consume.
+        ((_PAD,), _rewrite_pad),
+        ((_UNPAD,), _rewrite_unpad),
     ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["segment_reduce", "segment_softmax", "attention", "segment_ids"]
+__all__ = ["attention", "from_padded", "segment_ids", "segment_reduce", "segment_softmax", "to_padded"]
 
 
 def segment_ids(offsets: torch.Tensor, rows: int) -> torch.Tensor:
@@ -97,6 +97,37 @@ def _(query, key, value, offsets, scale, causal):
     return torch.empty_like(query)
 
 
+@torch.library.custom_op("ragged::to_padded", mutates_args=())
+def to_padded(values: torch.Tensor, offsets: torch.Tensor, length: int, padding: float) -> torch.Tensor:
+    """Packed rows ``[rows, ...]`` as ``[B, length, ...]``; slots past an
+    item's own rows hold ``padding`` (``length`` is at least every item's)."""
+    b = offsets.numel() - 1
+    out = values.new_full((b, length) + values.shape[1:], padding)
+    rows = values.shape[0]
+    if rows:
+        ids = segment_ids(offsets, rows)
+        out[ids, torch.arange(rows, device=values.device) - offsets[ids]] = values
+    return out
+
+
+@to_padded.register_fake
+def _(values, offsets, length, padding):
+    return values.new_empty((offsets.shape[0] - 1, length) + values.shape[1:])
+
+
+@torch.library.custom_op("ragged::from_padded", mutates_args=())
+def from_padded(padded: torch.Tensor, offsets: torch.Tensor, rows: int) -> torch.Tensor:
+    """The first ``offsets[b+1] - offsets[b]`` slots of each item of
+    ``[B, L, ...]``, packed: ``[rows, ...]``."""
+    ids = segment_ids(offsets, rows)
+    return padded[ids, torch.arange(rows, device=padded.device) - offsets[ids]].clone()
+
+
+@from_padded.register_fake
+def _(padded, offsets, rows):
+    return padded.new_empty((rows,) + padded.shape[2:])
+
+
 # --------------------------------------------------------------------------
 # Autograd: eager training through the ragged ops. The backward formulas are
 # written with the same segment primitives, so they never pad either.
@@ -173,3 +204,29 @@ def _attention_backward(ctx, grad):
 
 
 attention.register_autograd(_attention_backward, setup_context=_attention_setup)
+
+
+def _to_padded_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[1])
+    ctx.rows = inputs[0].shape[0]
+
+
+def _to_padded_backward(ctx, grad):
+    (offsets,) = ctx.saved_tensors
+    return from_padded(grad, offsets, ctx.rows), None, None, None
+
+
+to_padded.register_autograd(_to_padded_backward, setup_context=_to_padded_setup)
+
+
+def _from_padded_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[1])
+    ctx.length = inputs[0].shape[1]
+
+
+def _from_padded_backward(ctx, grad):
+    (offsets,) = ctx.saved_tensors
+    return to_padded(grad, offsets, ctx.length, 0.0), None, None
+
+
+from_padded.register_autograd(_from_padded_backward, setup_context=_from_padded_setup)
