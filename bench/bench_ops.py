@@ -86,7 +86,7 @@ def padded(items, lmax):
 
 def cases(module, dataset: str, seed: int, d: int, heads: int, hd: int, ff: int):
     rng = np.random.default_rng(seed)
-    # W1 and W2/W3 use the batch sizes of shared/BENCHMARKS.md.
+    # W1 and W2/W3 use the batch sizes of bench/README.md.
     for wid, batch in (("W1", 64), ("W2", 32), ("W3", 32)):
         lengths = sample_lengths(dataset, batch, seed)
         lmax = int(lengths.max())

@@ -8,9 +8,8 @@ W3: ragged attention softmax(QK^T/sqrt d)V, 12 heads x 32, B=32.
 W4: one post-LN encoder layer (d 384, 12 heads, FF 1536, no biases): Q/K/V
     matmuls, attention, output matmul, residual, layer_norm, gelu FFN,
     residual, layer_norm, mean pooling; B=32 (B=8 for squadv2, as in
-    shared/BENCHMARKS.md).
-Datasets: mnli and squadv2 lengths (bench/lengths.py; a synthetic uniform law
-with the same cap if shared/data/lengths is missing, and the record says so).
+    bench/README.md).
+Datasets: mnli and squadv2 lengths (bench/lengths.py, bench/data/lengths).
 
 Variants, all timed with the device synchronised after every call:
   ragged-mlir          inputs already on the device (IREE DeviceArrays), the
@@ -64,13 +63,7 @@ MAX_LEN = {"mnli": 128, "squadv2": 384}
 def lengths_for(dataset: str, batch: int, seed: int) -> tuple[np.ndarray, str]:
     from lengths import sample_lengths
 
-    try:
-        return sample_lengths(dataset, batch, seed), dataset
-    except FileNotFoundError:
-        cap = MAX_LEN.get(dataset, 128)
-        return sample_lengths(
-            "uniform-half", batch, seed, max_len=cap
-        ), f"uniform-half(max {cap}) for {dataset}"
+    return sample_lengths(dataset, batch, seed, max_len=MAX_LEN.get(dataset, 128)), dataset
 
 
 def attention_program(heads, hd, dtype) -> Program:

@@ -83,10 +83,6 @@ fi
 
 # The development environment: the venv, ragged_mlir on PYTHONPATH.
 . build_tools/env.sh
-# Length histograms: ../shared beside the checkout, or shared/ inside it.
-if [ -z "${RAGGED_LENGTHS_DIR:-}" ] && [ ! -d "$root/../shared/data/lengths" ] && [ -d "$root/shared/data/lengths" ]; then
-  export RAGGED_LENGTHS_DIR="$root/shared/data/lengths"
-fi
 
 phase "devices"
 python - <<'EOF'

@@ -11,7 +11,7 @@ attention (full and causal, 12 heads x 32), a whole encoder layer (d 384,
 attention. Each op is its own module (a compile failure stays local), with a
 dynamic batch, run on edge-case length sets (empty items mixed in, B = 1, one
 300-long item, all-equal, all items empty), a random set and a batch of real
-MNLI lengths (bench/lengths.py; skipped if shared/data/lengths is missing).
+MNLI lengths (bench/lengths.py).
 
 Prints one line per op: PASS / FAIL (worst error and where) / ERROR (compile
 or run failure, first line), then a summary; writes gpu_numerics.json to

@@ -1,4 +1,4 @@
-"""The benchmark harness of shared/BENCHMARKS.md (issue #5): workloads W1-W5
+"""The benchmark harness (bench/README.md): workloads W1-W5
 on real and synthetic length distributions, every baseline in the same
 process, interleaved, and the metrics of the spec.
 

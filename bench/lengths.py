@@ -1,5 +1,6 @@
 """Batches of lengths sampled from the real token-length histograms in
-shared/data/lengths (see shared/BENCHMARKS.md) and synthetic distributions."""
+bench/data/lengths (their sources: bench/data/README.md) and synthetic
+distributions."""
 
 from __future__ import annotations
 
@@ -10,10 +11,8 @@ import numpy as np
 
 __all__ = ["DATA_DIR", "histogram", "sample_lengths", "SYNTHETIC"]
 
-#: shared/ lies beside the repository checkout; RAGGED_LENGTHS_DIR overrides.
-DATA_DIR = Path(
-    os.environ.get("RAGGED_LENGTHS_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "lengths")
-)
+#: The vendored histograms; RAGGED_LENGTHS_DIR points elsewhere.
+DATA_DIR = Path(os.environ.get("RAGGED_LENGTHS_DIR", Path(__file__).resolve().parent / "data" / "lengths"))
 
 SYNTHETIC = ("uniform-half", "uniform-0.6", "zipf", "equal")
 
@@ -21,9 +20,8 @@ SYNTHETIC = ("uniform-half", "uniform-0.6", "zipf", "equal")
 def histogram(name: str) -> tuple[np.ndarray, np.ndarray]:
     path = DATA_DIR / f"{name}.csv"
     if not path.exists():
-        raise FileNotFoundError(
-            f"{path}: length histograms live in shared/data/lengths (set RAGGED_LENGTHS_DIR)"
-        )
+        known = sorted(p.stem for p in DATA_DIR.glob("*.csv"))
+        raise FileNotFoundError(f"{path}: no length histogram {name!r}; known: {known}")
     rows = [line.split(",") for line in path.read_text().splitlines() if line and line[0].isdigit()]
     lengths = np.array([int(r[0]) for r in rows])
     counts = np.array([int(r[1]) for r in rows], dtype=np.float64)

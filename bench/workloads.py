@@ -1,4 +1,4 @@
-"""Workloads W1-W5 of shared/BENCHMARKS.md and the variants (baselines and
+"""Workloads W1-W5 of bench/README.md and the variants (baselines and
 ragged-mlir) that compute them, for bench/harness.py.
 
 Every variant gets its input already in its own natural format (padded
@@ -10,7 +10,7 @@ that representation would run. Turning outputs into one comparable form
 outside the timed region too.
 
 Names of the variants (stable keys of the JSON lines), with the baseline
-number of BENCHMARKS.md:
+number bench/README.md gives them:
 
   padded            1  padded eager, HF-style additive mask (masked ops for W1/W2)
   padded_sdpa       2  padded eager SDPA with a boolean key-padding mask (W3-W5)
@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 D, HEADS, HD, FF, EPS = 384, 12, 32, 1536, 1e-12
 
-#: Variants that are peers of ragged-mlir (BENCHMARKS.md baselines 1-8).
+#: Variants that are peers of ragged-mlir (baselines 1-8 of bench/README.md).
 PEERS = (
     "padded",
     "padded_sdpa",
@@ -97,7 +97,7 @@ def skipped(name: str, reason: str) -> Variant:
 
 
 def layer_flops(lengths, d: int = D, ff: int = FF) -> float:
-    """BENCHMARKS.md: FLOPs(l) = 2(4d² + 2d·ff)·l + 4d·l² per encoder layer."""
+    """FLOPs(l) = 2(4d² + 2d·ff)·l + 4d·l² per encoder layer."""
     return float(sum(2 * (4 * d * d + 2 * d * ff) * int(n) + 4 * d * int(n) ** 2 for n in lengths))
 
 
