@@ -35,41 +35,7 @@ __all__ = ["KNOWN_FAILURES", "LAYOUTS", "OPS", "GenConfig", "generate"]
 
 #: Failure classes seen by the fuzzer, by name: what the generator avoids
 #: when the name is in ``GenConfig.exclude``.
-KNOWN_FAILURES: dict[str, str] = {
-    "f64-demoted": (
-        "IREE demotes f64 to f32 by default (--iree-input-demote-f64-to-f32): the compiled "
-        "function then expects f32 buffers and every f64 call fails with 'input0 element type "
-        "mismatch; expected f32 but have f64'. Excluding it drops f64 programs."
-    ),
-    "matmul-zero-k": (
-        "iree-compile dies on a signal (SIGSEGV in AnnotateDispatchesPass) for a linalg.matmul "
-        "whose contraction dim is 0, which ragged.matmul of [B, L(b), 0] by a [0, N] weight "
-        "lowers to. Excluding it keeps matmul away from K = 0."
-    ),
-    "attention-one-head-shared-qk": (
-        "On the default CPU lowering (IREE's fused attention ladder), ragged.attention with one "
-        "head whose query and key are the same value fails to compile: 'Rank Mismatch for "
-        "Query. Expected: 4 Got: 3' (head size 1) or \"'linalg.yield' op expected number of "
-        'yield values (2) to match the number of inits / outs operands" (head size > 1). '
-        "Excluding it gives one-head attentions a key of their own."
-    ),
-    "attention-of-attention": (
-        "On the default CPU lowering (IREE's fused attention ladder), a ragged.attention whose "
-        "query, key or value is directly the result of another ragged.attention fails to "
-        "compile: 'One or more operations with large vector sizes (32768 bytes) were found', or "
-        "\"'linalg.generic' op write affecting operations on global resources are restricted to "
-        'workgroup distributed contexts" when its key and value are one value. Any op in '
-        "between (unary, matmul) avoids it. Excluding it never feeds an attention's result "
-        "straight into another attention."
-    ),
-    "from-padded-zero-prefix": (
-        "ragged.from_padded whose result has a dense dim of size 0 before its ragged dim and "
-        "whose batch or lengths size is static (!ragged.tensor<4, 0, [L], f32>) fails in "
-        "iree-compile: 'offset 1 is out-of-bounds: 0 >= 0' ('memref.alloca' op all stack "
-        "allocations need to be hoisted to the entry block when fed by to_padded). Excluding it "
-        "keeps from_padded away from such results."
-    ),
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 LAYOUTS = ("seq", "images", "nested", "nested3", "pairs", "prefixed")
 
@@ -199,10 +165,8 @@ class _Gen:
         self.used: dict[Ref, int] = {}
         self.nsym = 0
         dtypes = dict(cfg.dtypes)
-        if self.excluded("f64-demoted"):
-            dtypes.pop("f64", None)
         if not dtypes:
-            raise ValueError(f"dtypes: every element type of {sorted(cfg.dtypes)} is excluded")
+            raise ValueError("dtypes: no element type to draw from")
         self.dtype = self.pick(dtypes)
         self.batch = int(rng.integers(1, 6)) if rng.random() < cfg.p_static_batch else None
 
@@ -394,8 +358,6 @@ class _Gen:
         t, f = self.fn.type_of(x), self.facts[x]
         k = t.dims[-1]
         kk = k.size if isinstance(k, Dyn) else k
-        if kk == 0 and self.excluded("matmul-zero-k"):
-            return False
         n = self.dim(1, 8)
         mag = max(kk, 1) * f.mag
         if mag > LIMIT[t.dtype] or _numel(t.trailing[:-1] + (n,)) > MAX_ROW:
@@ -575,11 +537,6 @@ class _Gen:
             x = None
             layout = self.pick({"seq": 2.0, "images": 1.0, "pairs": 0.3, "prefixed": 0.3})
             out_t = self.layout_type(layout, self.dtype)
-        prefix = out_t.dims[: out_t.last_ragged]
-        if self.excluded("from-padded-zero-prefix") and any(
-            not isinstance(d, Sym) and (d.size if isinstance(d, Dyn) else d) == 0 for d in prefix
-        ):
-            return False
         if x is not None:
             pad = 0.0 if t.dtype not in ("i64", "i32") else 0
             p = self.add("to_padded", [x], {"padding": pad}, self._padded_type(t), facts=[None])[0]
@@ -671,17 +628,15 @@ class _Gen:
         return True
 
     # attention family ----------------------------------------------------------
-    def heads_value(self, like: RType | None = None, fused: bool = False) -> Ref | None:
+    def heads_value(self, like: RType | None = None) -> Ref | None:
         """A ``[B, L(b), H, d]`` float value: from the pool, a reshape of a
         pool value, or a new argument."""
         if like is not None:
             same = self.floats(lambda t, f: t == like and f.finite and f.mag <= 8)
-            same = [r for r in same if not fused or self._attention_input_ok(r)]
             if same and self.chance(0.6):
                 return self.choose(same)
             return self.ragged_arg(like)
         pool = self.floats(lambda t, f: t.is_seq and len(t.dims) == 3 and f.finite and f.mag <= 8)
-        pool = [r for r in pool if not fused or self._attention_input_ok(r)]
         if pool and self.chance(0.5):
             return self.choose(pool)
         flat = self.floats(
@@ -708,9 +663,6 @@ class _Gen:
             )[0]
         t = self.layout_type("seq", self.dtype, trailing=(self.dim(1, 4, large=False), self.dim(1, 8)))
         return self.ragged_arg(t)
-
-    def _attention_input_ok(self, r: Ref) -> bool:
-        return not (self.fn.nodes[r[0]].op == "attention" and self.excluded("attention-of-attention"))
 
     def _scale(self, t: RType) -> float:
         d = t.dims[2].size if isinstance(t.dims[2], Dyn) else t.dims[2]
@@ -761,13 +713,10 @@ class _Gen:
         return True
 
     def op_attention(self) -> bool:
-        q = self.heads_value(fused=True)
+        q = self.heads_value()
         t = self.fn.type_of(q)
-        k = self.heads_value(t, fused=True)
-        heads = t.dims[1].size if isinstance(t.dims[1], Dyn) else t.dims[1]
-        if k == q and heads == 1 and self.excluded("attention-one-head-shared-qk"):
-            k = self.ragged_arg(t)
-        v = self.heads_value(t, fused=True)
+        k = self.heads_value(t)
+        v = self.heads_value(t)
         scale = self._scale(t)
         causal = self.chance(0.5)
         fv = self.facts[v]
