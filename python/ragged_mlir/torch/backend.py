@@ -36,6 +36,7 @@ from .graph import Unsupported, plan_graph
 from .njt_patterns import rewrite_njt_patterns
 from .reshapes import reshape_groups
 from .runtime import CompiledGraph
+from .unpad import unpad_graph
 
 __all__ = [
     "BackendRefused",
@@ -67,6 +68,12 @@ class RaggedBackendOptions:
         compiled; False raises :class:`BackendRefused` instead. None (the
         default) reads the environment: ``RAGGED_FALLBACK=0`` means False,
         anything else True.
+    unpad: inference graphs of padded models whose attention is masked by
+        a 0/1 key-padding input (``attention_mask``) run on the valid
+        tokens only (:mod:`.unpad`); outputs at padded positions are 0
+        instead of what eager computes there. Graphs the analysis cannot
+        prove safe compile as they are (the reason is logged at debug
+        level by ``ragged_mlir.torch.unpad``).
     """
 
     target: str = "llvm-cpu"
@@ -78,6 +85,7 @@ class RaggedBackendOptions:
     freeze_parameters: bool = True
     debug_dir: str | None = None
     fallback: bool | None = None
+    unpad: bool = False
 
     def __post_init__(self) -> None:
         if self.fallback is None:
@@ -219,6 +227,7 @@ def _key(gm: torch.fx.GraphModule, example_inputs, options: RaggedBackendOptions
         options.iree_attention,
         options.freeze_parameters,
         options.fallback,  # a refused graph is cached as its eager fallback
+        options.unpad,
     )
     return (
         kind,
@@ -283,18 +292,36 @@ def _compiler(options: RaggedBackendOptions, kind: str):
             stats["cache_hits"] += 1
             return _cache[key]
         eager = gm.forward
+        unpadded = None
+        if options.unpad and kind == "inference":
+            region = _copy_graph(gm)
+            unpadded = unpad_graph(region)
+            if unpadded is not None:
+                gm = region
         try:
             t0 = time.perf_counter()
             graph = compile_fx_graph(gm, options, static, kind)
             graph.compile_seconds = time.perf_counter() - t0
             stats["compiled"] += 1
-            fn = _guarded(graph, eager, options, kind)
+            if unpadded is None:
+                fn = _guarded(graph, eager, options, kind)
+            else:
+                fn = unpadded.wrap(_guarded(graph, gm.forward, options, kind), eager)
+                fn.unpadded = unpadded
         except Unsupported as e:
             fn = _refuse(options, kind, str(e), eager)
         _cache[key] = fn
         return fn
 
     return compile_graph
+
+
+def _copy_graph(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of ``gm`` with its own nodes (metadata shared) to rewrite."""
+    graph = torch.fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    return torch.fx.GraphModule(gm, graph)
 
 
 def ragged_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None) -> Callable:

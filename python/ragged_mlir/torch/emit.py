@@ -328,7 +328,10 @@ def decompose(gm: fx.GraphModule) -> fx.GraphModule:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
-    mode = detect_fake_mode(vals)
+    # The graph's own mode first: a rewritten graph may carry a mode of its
+    # own, other than the tracer's.
+    own = [v.fake_mode for v in vals if isinstance(v, torch._subclasses.fake_tensor.FakeTensor)]
+    mode = own[0] if own else detect_fake_mode(vals)
     if mode is None:
         raise Unsupported("no fake values to retrace the graph with")
     with mode:

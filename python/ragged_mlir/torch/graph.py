@@ -223,16 +223,28 @@ def _is_view(node: fx.Node) -> bool:
     return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
 
 
+def _viewable(t: torch.Tensor, shape: Sequence[int]) -> bool:
+    try:
+        t.view(shape)
+    except RuntimeError:
+        return False
+    return True
+
+
 def _view_replay(
     node: fx.Node,
     base: Callable[[Sequence[Any], Sequence[Any]], torch.Tensor],
     chain: list[fx.Node],
     host_value: Callable[[fx.Node], Callable],
+    own_base: bool = False,
 ) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
     """Replays the view ops ``chain`` (ending at ``node``) on ``base``'s
     tensor. AOTAutograd rebuilds an output that aliases an input or another
     output from its size, strides and storage offset, so such outputs must
-    be real views of the real base, as eager would return them."""
+    be real views of the real base, as eager would return them. A base
+    computed by the device (``own_base``) is contiguous where eager's may
+    not be (attention returns a transposed layout), so a ``view`` that its
+    strides do not allow becomes a ``reshape``."""
     root = chain[0].args[0]
     scalars = {a: host_value(a) for n in chain for a in n.all_input_nodes if a is not root and a not in chain}
 
@@ -242,7 +254,10 @@ def _view_replay(
             env[a] = evaluate(args)
         for n in chain:
             fargs, fkwargs = fx.map_arg((n.args, n.kwargs), lambda a: env[a])
-            env[n] = n.target(*fargs, **fkwargs)
+            if own_base and n.target is torch.ops.aten.view.default and not _viewable(fargs[0], fargs[1]):
+                env[n] = torch.ops.aten.reshape.default(*fargs, **fkwargs)
+            else:
+                env[n] = n.target(*fargs, **fkwargs)
         return env[node]
 
     return replay
@@ -414,7 +429,8 @@ def plan_graph(gm: fx.GraphModule, is_emitted: Callable[[fx.Node], bool]) -> Pla
                     device_outputs.append(root)
                 k = device_outputs.index(root)
                 base = lambda args, results, k=k: results[k]  # noqa: E731
-            outputs.append(Output("view", evaluate=_view_replay(item, base, chain, host_value)))
+            own = kinds[root] not in ("placeholder", "constant")
+            outputs.append(Output("view", evaluate=_view_replay(item, base, chain, host_value, own)))
             continue
         if kind == "placeholder":
             outputs.append(Output("input", index=placeholders.index(item)))

@@ -1,0 +1,695 @@
+"""Unpadding: a padded model called with a key-padding mask runs on the real
+tokens only (``options={"unpad": True}``).
+
+A Hugging Face style encoder takes ``input_ids [B, L]`` and an
+``attention_mask [B, L]`` of 0/1 and computes, for every position, per-token
+layers (embeddings, linear, layer norm, activations, residuals) and attention
+whose keys are masked by the mask. Valid positions never read padded ones,
+so the graph can run on the valid tokens alone, packed as one sequence of
+``N = sum(mask)`` tokens, with attention per item over ``torch.ops.ragged``'s
+attention.
+
+The rewrite keeps the graph's ops and ranks: every ``[B, L, ...]`` value
+becomes ``[1, N, ...]`` (the batch size symbol is bound to 1 and the length
+symbol to N), which is the same per-token computation on the packed tokens.
+What is not per-token is rewritten or refused:
+
+* the mask itself: the nodes computing each attention's ``attn_mask`` from it
+  must only feed attentions, and evaluating them on probe masks must give a
+  key-padding mask (a valid query attends to exactly the valid keys of its
+  item; additive masks hold 0 and at most -1e4). Otherwise the graph is left
+  as it was;
+* position-dependent values (``arange(L)``, a buffer sliced to ``[:L]``, as
+  position ids are) become the same values indexed by each token's position
+  in its padded row;
+* attention (``scaled_dot_product_attention`` and ATen's CPU flash form),
+  non-causal, without dropout: ``ragged.attention`` over the packed tokens;
+* the first token of each item (``x[:, 0]``, BERT's pooler): a gather at the
+  items' first rows. A batch in which slot 0 of a non-empty item is padding
+  (left padding) runs the original graph eagerly, since ``x[:, 0]`` then
+  reads a padded slot;
+* any other op that reduces, indexes or mixes along the batch or length dims
+  refuses the rewrite, with the reason logged at debug level
+  (``logging.getLogger("ragged_mlir.torch.unpad")``).
+
+At run time the wrapper packs the token inputs with the mask (any 0/1 mask,
+not only a prefix), calls the compiled graph on them and writes ``[B, L,
+...]`` outputs back with 0 at padded positions; per-item outputs of items
+with no valid token are 0. A batch without any valid token runs the original
+graph eagerly.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+import torch.fx as fx
+from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from .reshapes import _groups
+
+__all__ = ["Unpadded", "unpad_graph"]
+
+log = logging.getLogger("ragged_mlir.torch.unpad")
+aten = torch.ops.aten
+ragged = torch.ops.ragged
+
+_INT64_MAX = 2**63 - 1
+
+
+class _Refuse(Exception):
+    pass
+
+
+# ATen ops that work on each element (or each token's own row) alone.
+_POINTWISE = {
+    aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.mul.Tensor,
+    aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.neg.default, aten.pow.Tensor_Scalar,
+    aten.rsqrt.default, aten.sqrt.default, aten.exp.default, aten.log.default, aten.tanh.default,
+    aten.sigmoid.default, aten.relu.default, aten.gelu.default, aten.silu.default, aten.erf.default,
+    aten.where.self, aten.clone.default, aten._to_copy.default, aten.alias.default,
+    aten.detach.default, aten.abs.default, aten.maximum.default, aten.minimum.default,
+    aten.clamp.default, aten.reciprocal.default, aten.lift_fresh_copy.default,
+    aten.native_dropout.default, aten.rsub.Scalar, aten.ge.Scalar, aten.gt.Scalar,
+    aten.le.Scalar, aten.lt.Scalar, aten.eq.Scalar, aten.ne.Scalar, aten.bitwise_and.Tensor,
+    aten.bitwise_or.Tensor, aten.logical_not.default, aten.masked_fill.Scalar,
+}  # fmt: skip
+_LAYOUT = {
+    aten.transpose.int, aten.permute.default, aten.t.default, aten.unsqueeze.default,
+    aten.squeeze.dim, aten.expand.default, aten.contiguous.default,
+}  # fmt: skip
+_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
+_REDUCE_DIMS = {
+    aten._softmax.default: 1, aten._log_softmax.default: 1, aten.softmax.int: 1,
+    aten.sum.dim_IntList: 1, aten.mean.dim: 1, aten.amax.default: 1, aten.amin.default: 1,
+    aten.var.correction: 1,
+}  # fmt: skip
+_ATTENTION = {
+    aten.scaled_dot_product_attention.default,
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+}
+
+
+def _expr(s: Any) -> Any:
+    return s.node.expr if isinstance(s, torch.SymInt) else sympy.Integer(int(s))
+
+
+def _val(n: Any) -> Any:
+    return n.meta.get("val") if isinstance(n, fx.Node) else n
+
+
+@dataclass
+class _Dims:
+    batch: Any
+    length: Any
+
+    def kind(self, size: Any) -> str | None:
+        """'b', 'l', 'bl' for the batch, length and merged dims, None for a
+        dim free of both; raises for any other use of the two symbols."""
+        e = _expr(size)
+        if e == self.batch:
+            return "b"
+        if e == self.length:
+            return "l"
+        if sympy.simplify(e - self.batch * self.length) == 0:
+            return "bl"
+        if e.free_symbols & {self.batch, self.length}:
+            raise _Refuse(f"a dim of size {e} mixes the batch or length with other sizes")
+        return None
+
+    def kinds(self, t: torch.Tensor) -> list[str | None]:
+        return [self.kind(s) for s in t.shape]
+
+
+@dataclass
+class Unpadded:
+    """How to call a rewritten graph: which inputs are the mask and the
+    token inputs, which outputs are per token or per item."""
+
+    mask_index: int
+    token_inputs: list[int]
+    batch_symints: list[int]
+    length_symints: list[int]
+    token_outputs: list[int]
+    item_outputs: list[int]
+    n_outputs: int
+    first_token: bool = False
+    rewrites: list[str] = field(default_factory=list)
+
+    def wrap(self, compiled: Callable, eager: Callable) -> Callable:
+        def run(*args):
+            mask = args[self.mask_index]
+            if mask.dtype != torch.bool:
+                if (
+                    mask.is_floating_point()
+                    or mask.is_complex()
+                    or not bool(((mask == 0) | (mask == 1)).all())
+                ):
+                    raise ValueError(
+                        f"attention mask (argument {self.mask_index}): unpadding needs a mask of 0 and 1 "
+                        f"or booleans, got dtype {mask.dtype}"
+                    )
+            m = mask.bool()
+            b, length = m.shape
+            flat = m.reshape(-1).nonzero().squeeze(1)
+            n = flat.numel()
+            lengths = m.sum(1)
+            if n == 0 or (self.first_token and bool((~m[:, 0] & (lengths > 0)).any())):
+                # No token at all, or x[:, 0] reading a padded slot (left
+                # padding): what eager computes there has no unpadded form.
+                return eager(*args)
+            new = list(args)
+            for i in self.token_inputs:
+                t = args[i]
+                new[i] = t.reshape((b * length,) + tuple(t.shape[2:]))[flat].unsqueeze(0)
+            for i in self.batch_symints:
+                new[i] = 1
+            for i in self.length_symints:
+                new[i] = n
+            offsets = torch.zeros(b + 1, dtype=torch.int64)
+            torch.cumsum(lengths, 0, out=offsets[1:])
+            positions = (flat % length).unsqueeze(0)
+            firsts = offsets[:-1].clamp(max=n - 1)
+            out = compiled(*new, positions, offsets, firsts)
+            out = list(out) if isinstance(out, (list, tuple)) else [out]
+            for i in self.token_outputs:
+                packed = out[i][0]
+                padded = packed.new_zeros((b * length,) + tuple(packed.shape[1:]))
+                padded[flat] = packed
+                out[i] = padded.reshape((b, length) + tuple(packed.shape[1:]))
+            empty = lengths == 0
+            if bool(empty.any()):
+                for i in self.item_outputs:
+                    out[i] = out[i].masked_fill(empty.reshape((-1,) + (1,) * (out[i].dim() - 1)), 0)
+            return tuple(out)
+
+        return run
+
+
+def unpad_graph(gm: fx.GraphModule) -> Unpadded | None:
+    """Rewrites ``gm`` in place to run on packed tokens and returns how to
+    call it, or returns None (graph untouched) with the reason logged."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    try:
+        # The backend runs inside the tracer's fake mode; probes need real tensors.
+        with unset_fake_temporarily():
+            how = _Rewriter(gm).run()
+        log.debug("unpadded (mask: argument %d): %s", how.mask_index, "; ".join(how.rewrites))
+        return how
+    except _Refuse as e:
+        log.debug("unpadding refused: %s", e)
+        return None
+
+
+class _Rewriter:
+    def __init__(self, gm: fx.GraphModule):
+        self.gm = gm
+        self.graph = gm.graph
+        self.placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        self.rewrites: list[str] = []
+
+    # -- analysis -----------------------------------------------------------
+    def run(self) -> Unpadded:
+        attentions = [n for n in self.graph.nodes if n.op == "call_function" and n.target in _ATTENTION]
+        if not attentions:
+            raise _Refuse("no attention in the graph")
+        candidates = [
+            p
+            for p in self.placeholders
+            if isinstance(_val(p), torch.Tensor)
+            and _val(p).dim() == 2
+            and not _val(p).is_floating_point()
+            and all(isinstance(s, torch.SymInt) for s in _val(p).shape)
+        ]
+        if not candidates:
+            raise _Refuse("no [B, L] integer or boolean input with dynamic sizes to use as a key mask")
+        reasons = []
+        for mask in candidates:
+            try:
+                return self._run_with(mask, attentions)
+            except _Refuse as e:
+                reasons.append(f"{mask.name}: {e}")
+        raise _Refuse("; ".join(reasons))
+
+    def _run_with(self, mask: fx.Node, attentions: list[fx.Node]) -> Unpadded:
+        mv = _val(mask)
+        dims = _Dims(_expr(mv.shape[0]), _expr(mv.shape[1]))
+        if (
+            not (isinstance(dims.batch, sympy.Symbol) and isinstance(dims.length, sympy.Symbol))
+            or dims.batch == dims.length
+        ):
+            raise _Refuse("the mask's batch and length must be distinct dynamic sizes")
+        token_inputs, batch_symints, length_symints = [], [], []
+        for i, p in enumerate(self.placeholders):
+            v = _val(p)
+            if p is mask:
+                continue
+            if isinstance(v, torch.SymInt):
+                e = _expr(v)
+                if e == dims.batch:
+                    batch_symints.append(i)
+                elif e == dims.length:
+                    length_symints.append(i)
+                elif e.free_symbols & {dims.batch, dims.length}:
+                    raise _Refuse(f"input {p.name} is the size {e}")
+            elif isinstance(v, torch.Tensor):
+                k = dims.kinds(v)
+                if k[:2] == ["b", "l"] and not ({"b", "l", "bl"} & set(k[2:])):
+                    token_inputs.append(i)
+                elif any(k):
+                    raise _Refuse(f"input {p.name} of shape {tuple(v.shape)} is not [B, L, ...]")
+        if not token_inputs:
+            raise _Refuse("no [B, L, ...] input besides the mask")
+        tokens = {self.placeholders[i] for i in token_inputs}
+
+        # Which nodes depend on token data, on the mask.
+        tok_dep, mask_dep = set(tokens), {mask}
+        for n in self.graph.nodes:
+            ins = n.all_input_nodes
+            if any(i in tok_dep for i in ins):
+                tok_dep.add(n)
+            if any(i in mask_dep for i in ins) and n.target not in _ATTENTION:
+                mask_dep.add(n)
+        # The mask subgraph: what computes each attention's attn_mask.
+        mask_args = {}
+        for a in attentions:
+            am = self._attn_mask(a)
+            if am is None:
+                raise _Refuse(f"{a.name}: attention without a mask reads padded keys")
+            if am not in mask_dep:
+                raise _Refuse(f"{a.name}: its attn_mask does not come from {mask.name}")
+            mask_args[a] = am
+        sub = self._ancestors(list(mask_args.values()))
+        self._mask_sub = sub
+        if sub & tok_dep:
+            raise _Refuse("the attention mask depends on token data")
+        for n in mask_dep:
+            if n not in sub and n.users:
+                raise _Refuse(f"{mask.name} reaches {n.name} ({n.target}), which is not a key mask")
+            for u in n.users:
+                if u not in sub and not (u in mask_args and mask_args[u] is n):
+                    raise _Refuse(f"{mask.name} reaches {u.name} ({u.target}), which is not a key mask")
+        self._probe(mask, sub, mask_args, dims)
+
+        # Every other node: per-token, or a known rewrite.
+        positions = self._placeholder("unpad_positions")
+        offsets = self._placeholder("unpad_offsets")
+        firsts = self._placeholder("unpad_firsts")
+        batch_nodes: set[fx.Node] = set()
+        pos_nodes: set[fx.Node] = set()
+        for n in list(self.graph.nodes):
+            if n.op != "call_function" or n in sub:
+                continue
+            self._check(n, dims, tok_dep, pos_nodes, batch_nodes, positions, offsets, firsts)
+
+        out_node = next(n for n in self.graph.nodes if n.op == "output")
+        outs = list(out_node.args[0]) if isinstance(out_node.args[0], (list, tuple)) else [out_node.args[0]]
+        token_outputs, item_outputs = [], []
+        for i, o in enumerate(outs):
+            v = _val(o)
+            if not isinstance(o, fx.Node) or not isinstance(v, torch.Tensor):
+                if isinstance(v, torch.SymInt) and _expr(v).free_symbols & {dims.batch, dims.length}:
+                    raise _Refuse(f"output {i} is the size {_expr(v)}")
+                continue
+            if o in mask_dep:
+                raise _Refuse(f"output {i} depends on the mask")
+            k = dims.kinds(v)
+            if o in batch_nodes:
+                if k[0] != "b" or any(k[1:]):
+                    raise _Refuse(f"output {i} is per item with shape {tuple(v.shape)}")
+                item_outputs.append(i)
+            elif o in tok_dep and any(k):
+                if k[:2] != ["b", "l"] or any(k[2:]):
+                    raise _Refuse(f"output {i} of shape {tuple(v.shape)} is not [B, L, ...]")
+                token_outputs.append(i)
+            elif o in pos_nodes or any(k):
+                raise _Refuse(f"output {i} of shape {tuple(v.shape)} depends on the length only")
+        for a in attentions:
+            self._rewrite_attention(a, offsets)
+        self.graph.eliminate_dead_code()
+        self._propagate(mask, token_inputs, batch_symints, length_symints, positions, offsets, firsts)
+        self.gm.recompile()
+        return Unpadded(
+            mask_index=self.placeholders.index(mask),
+            token_inputs=token_inputs,
+            batch_symints=batch_symints,
+            length_symints=length_symints,
+            token_outputs=token_outputs,
+            item_outputs=item_outputs,
+            n_outputs=len(outs),
+            first_token=any("first token" in r for r in self.rewrites),
+            rewrites=self.rewrites,
+        )
+
+    def _attn_mask(self, a: fx.Node) -> fx.Node | None:
+        args = list(a.args) + [None] * 8
+        if a.target is aten.scaled_dot_product_attention.default:
+            am = a.kwargs.get("attn_mask", args[3])
+            dropout = a.kwargs.get("dropout_p", args[4] if args[4] is not None else 0.0)
+            causal = a.kwargs.get("is_causal", args[5] if args[5] is not None else False)
+        else:
+            dropout = a.kwargs.get("dropout_p", args[3] if args[3] is not None else 0.0)
+            causal = a.kwargs.get("is_causal", args[4] if args[4] is not None else False)
+            am = a.kwargs.get("attn_mask", args[6])
+        if dropout or causal:
+            raise _Refuse(f"{a.name}: causal attention or dropout")
+        if a.kwargs.get("enable_gqa"):
+            raise _Refuse(f"{a.name}: grouped-query attention")
+        return am
+
+    def _ancestors(self, roots: list[fx.Node]) -> set[fx.Node]:
+        seen: set[fx.Node] = set()
+        stack = list(roots)
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            stack.extend(n.all_input_nodes)
+        return seen
+
+    def _probe(self, mask: fx.Node, sub: set[fx.Node], mask_args: dict, dims: _Dims) -> None:
+        """Evaluates the mask subgraph on probe masks: each attn_mask must
+        let every valid query see exactly the valid keys of its item."""
+        g = torch.Generator().manual_seed(0)
+        probes = []
+        for b, length in ((3, 6), (2, 9), (4, 5)):
+            m = torch.rand(b, length, generator=g) < 0.6
+            m[:, 0] = True
+            m[0] = True
+            probes.append(m)
+        probes.append(torch.arange(7)[None, :] < torch.tensor([7, 3, 1, 5])[:, None])
+        for m in probes:
+            b, length = m.shape
+            env: dict[fx.Node, Any] = {}
+            for n in self.graph.nodes:
+                if n not in sub:
+                    continue
+                if n.op == "placeholder":
+                    v = _val(n)
+                    if n is mask:
+                        env[n] = m.to(v.dtype)
+                    elif isinstance(v, torch.SymInt) and _expr(v) in (dims.batch, dims.length):
+                        env[n] = b if _expr(v) == dims.batch else length
+                    else:
+                        raise _Refuse(f"the attention mask reads input {n.name}")
+                    continue
+                if n.op != "call_function":
+                    raise _Refuse(f"the attention mask uses {n.op} {n.name}")
+                args, kwargs = fx.node.map_arg((n.args, n.kwargs), lambda x, env=env: env[x])
+                try:
+                    env[n] = n.target(*args, **kwargs)
+                except Exception as e:
+                    raise _Refuse(f"evaluating the attention mask at {n.name} failed: {e}") from e
+            for a, am in mask_args.items():
+                self._check_key_mask(a, env[am], m)
+
+    @staticmethod
+    def _check_key_mask(a: fx.Node, am: Any, m: torch.Tensor) -> None:
+        b, length = m.shape
+        if not isinstance(am, torch.Tensor) or am.dim() > 4:
+            raise _Refuse(f"{a.name}: attn_mask is not a tensor of rank <= 4")
+        try:
+            full = am.reshape((1,) * (4 - am.dim()) + tuple(am.shape)).expand(b, -1, length, length)
+        except RuntimeError as e:
+            raise _Refuse(f"{a.name}: attn_mask of shape {tuple(am.shape)} is not [B, H, L, L]") from e
+        if full.dtype == torch.bool:
+            allowed = full
+        else:
+            allowed = full == 0
+            if not bool((allowed | (full <= -1e4)).all()):
+                raise _Refuse(f"{a.name}: attn_mask adds values other than 0 and large negatives")
+        want = m[:, None, None, :].expand_as(allowed)
+        valid_q = m[:, None, :, None].expand_as(allowed)
+        if not bool(((allowed == want) | ~valid_q).all()):
+            raise _Refuse(f"{a.name}: attn_mask is not a key-padding mask of the input mask")
+
+    def _placeholder(self, name: str) -> fx.Node:
+        last = [n for n in self.graph.nodes if n.op == "placeholder"][-1]
+        with self.graph.inserting_after(last):
+            return self.graph.placeholder(name)
+
+    def _check(self, n, dims, tok_dep, pos_nodes, batch_nodes, positions, offsets, firsts) -> None:
+        v = _val(n)
+        if not isinstance(v, torch.Tensor):
+            if isinstance(v, (tuple, list)) or n.target is operator.getitem or isinstance(v, torch.SymInt):
+                if n.target is operator.getitem and n.args[0] in batch_nodes:
+                    batch_nodes.add(n)
+                return
+            return
+        k = dims.kinds(v)
+        ins = [i for i in n.all_input_nodes]
+        from_pos = any(i in pos_nodes for i in ins)
+        from_batch = any(i in batch_nodes for i in ins)
+        if n not in tok_dep and not from_pos:
+            if not any(k):
+                return  # constants and weights
+            if k.count("l") == 1 and not ({"b", "bl"} & set(k)):
+                pos_nodes.add(self._position(n, k.index("l"), positions))
+                return
+            raise _Refuse(f"{n.name} ({n.target}) of shape {tuple(v.shape)} is built from the batch size")
+        if from_pos and n not in tok_dep:
+            pos_nodes.add(n)
+        if from_batch:
+            self._check_batch(n, k)
+            batch_nodes.add(n)
+            return
+        t = n.target
+        if t in _ATTENTION or t is operator.getitem:
+            return
+        if t in _POINTWISE or t in _LAYOUT:
+            if t in _POINTWISE:
+                self._check_broadcast(n, dims, pos_nodes)
+            return
+        if t is aten.slice.Tensor:
+            self._check_slice(n, dims)
+            return
+        if t is aten.select.int:
+            src = _val(n.args[0])
+            d = n.args[1] % src.dim()
+            kd = dims.kinds(src)[d]
+            if kd is None:
+                return
+            if kd == "l" and n.args[2] == 0 and dims.kinds(src)[:2] == ["b", "l"] and d == 1:
+                batch_nodes.add(self._first_token(n, firsts))
+                return
+            raise _Refuse(f"{n.name}: select along the {kd} dim")
+        if t in _VIEWS:
+            self._check_view(n, dims)
+            return
+        if t in (aten.mm.default, aten.addmm.default):
+            a, w = (n.args[0], n.args[1]) if t is aten.mm.default else (n.args[1], n.args[2])
+            if w in tok_dep or any(dims.kinds(_val(w))) or dims.kinds(_val(a))[1] is not None:
+                raise _Refuse(f"{n.name}: a matmul that contracts over tokens")
+            return
+        if t is aten.native_layer_norm.default:
+            if any(dims.kinds(_val(n.args[0]))[-len(n.args[1]) :]):
+                raise _Refuse(f"{n.name}: layer norm over the batch or length")
+            return
+        if t in _REDUCE_DIMS:
+            red = n.args[1]
+            red = [red] if isinstance(red, int) else list(red or range(_val(n.args[0]).dim()))
+            src_k = dims.kinds(_val(n.args[0]))
+            if any(src_k[d % len(src_k)] for d in red):
+                raise _Refuse(f"{n.name}: {t} over the batch or length")
+            return
+        if t in (aten.embedding.default, aten.index_select.default, aten.gather.default):
+            table = n.args[0]
+            if table in tok_dep or (t is aten.embedding.default and any(dims.kinds(_val(table)))):
+                raise _Refuse(f"{n.name}: {t} from token data")
+            return
+        raise _Refuse(f"{n.name}: {t} on token values is not known to be per token")
+
+    def _check_batch(self, n: fx.Node, k: list) -> None:
+        """Per-item values (after a first-token select): only ops that keep
+        items apart and need no size."""
+        t = n.target
+        ok = t in _POINTWISE or t in (aten.mm.default, aten.addmm.default, aten.t.default, operator.getitem)
+        if t is aten.native_layer_norm.default:
+            ok = True
+        if not ok or "l" in k or "bl" in k:
+            raise _Refuse(f"{n.name}: {t} on per-item values")
+
+    def _check_broadcast(self, n: fx.Node, dims: _Dims, pos_nodes: set) -> None:
+        """Operands line up with the result token dim for token dim; an
+        operand may broadcast along a token dim only if it has no per-item
+        data there (a constant, or a position-dependent value across items)."""
+        out = dims.kinds(_val(n))
+        for a in n.all_input_nodes:
+            v = _val(a)
+            if not isinstance(v, torch.Tensor):
+                continue
+            k = dims.kinds(v)
+            pad = len(out) - len(k)
+            for j, od in enumerate(out):
+                kd = k[j - pad] if j >= pad else None
+                size = _expr(v.shape[j - pad]) if j >= pad else sympy.Integer(1)
+                if kd == od or od is None:
+                    continue
+                if kd is not None or size != 1:
+                    raise _Refuse(f"{n.name}: operands of shapes {tuple(v.shape)} and {tuple(_val(n).shape)}")
+                if od == "b" and any(k) and a not in pos_nodes:
+                    raise _Refuse(f"{n.name}: a token value broadcast over items")
+                if od in ("l", "bl") and "b" in k:
+                    raise _Refuse(f"{n.name}: a per-item value broadcast over tokens")
+
+    def _check_slice(self, n: fx.Node, dims: _Dims) -> None:
+        src = _val(n.args[0])
+        args = list(n.args) + [None] * 4
+        d = (args[1] or 0) % src.dim()
+        kd = dims.kinds(src)[d]
+        if kd is None:
+            return
+        start, end, step = args[2] or 0, args[3], args[4] or 1
+        full_end = end is None or (isinstance(end, int) and end >= _INT64_MAX // 2)
+        if isinstance(end, fx.Node) and isinstance(_val(end), torch.SymInt):
+            full_end = _expr(_val(end)) == _expr(src.shape[d])
+        if start != 0 or step != 1 or not full_end:
+            raise _Refuse(f"{n.name}: a slice of part of the {kd} dim")
+
+    def _check_view(self, n: fx.Node, dims: _Dims) -> None:
+        """A view may regroup other dims freely, and merge or split the
+        batch and length dims only with each other (and unit dims)."""
+        src, dst = _val(n.args[0]), _val(n)
+        groups = _groups([_expr(s) for s in src.shape], [_expr(s) for s in dst.shape])
+        if groups is None:
+            raise _Refuse(f"{n.name}: a view whose dims cannot be grouped")
+        allowed = (
+            (["b"], ["b"]),
+            (["l"], ["l"]),
+            (["bl"], ["bl"]),
+            (["b", "l"], ["bl"]),
+            (["bl"], ["b", "l"]),
+        )
+        for gin, gout in groups:
+            kin = [dims.kind(src.shape[i]) for i in gin]
+            kout = [dims.kind(dst.shape[i]) for i in gout]
+            if not (any(kin) or any(kout)):
+                continue
+            units = all(_expr(src.shape[i]) == 1 for i, k in zip(gin, kin, strict=True) if k is None) and all(
+                _expr(dst.shape[i]) == 1 for i, k in zip(gout, kout, strict=True) if k is None
+            )
+            if not units or ([k for k in kin if k], [k for k in kout if k]) not in allowed:
+                raise _Refuse(f"{n.name}: a view mixing the batch or length with other dims")
+
+    # -- rewrites -------------------------------------------------------------
+    def _position(self, n: fx.Node, dim: int, positions: fx.Node) -> fx.Node:
+        """``arange(L)`` or ``const[..., :L, ...]``: the same values at each
+        token's position."""
+        t = n.target
+        args = list(n.args) + [None] * 4
+        with self.graph.inserting_before(n.next):
+            pos = self.graph.call_function(aten.select.int, (positions, 0, 0))
+            if t is aten.arange.default and len(n.args) == 1:
+                new = self.graph.call_function(aten._to_copy.default, (pos,), {"dtype": _val(n).dtype})
+            elif t is aten.arange.start and n.args[0] == 0 and len(n.args) == 2:
+                new = self.graph.call_function(aten._to_copy.default, (pos,), {"dtype": _val(n).dtype})
+            elif (
+                t is aten.slice.Tensor
+                and (args[2] or 0) == 0
+                and (args[4] or 1) == 1
+                and args[1] % _val(n).dim() == dim
+            ):
+                new = self.graph.call_function(aten.index_select.default, (n.args[0], dim, pos))
+            else:
+                raise _Refuse(f"{n.name}: {t} of length L is not a known position-dependent value")
+        new.meta["val"] = _val(n)  # the same shape, with N for L
+        for u in list(n.users):
+            if u is not pos and u is not new and u not in self._mask_sub:
+                u.replace_input_with(n, new)
+        self.rewrites.append(f"{n.name}: {t} -> indexed by position")
+        return new
+
+    def _first_token(self, n: fx.Node, firsts: fx.Node) -> fx.Node:
+        with self.graph.inserting_before(n.next):
+            rows = self.graph.call_function(aten.index_select.default, (n.args[0], 1, firsts))
+            new = self.graph.call_function(aten.select.int, (rows, 0, 0))
+        new.meta["val"] = _val(n)
+        n.replace_all_uses_with(new)
+        self.rewrites.append(f"{n.name}: first token of each item -> rows at the items' offsets")
+        return new
+
+    def _rewrite_attention(self, a: fx.Node, offsets: fx.Node) -> None:
+        q, k, v = a.args[:3]
+        d = _val(q).shape[-1]
+        scale = a.kwargs.get("scale")
+        if scale is None:
+            scale = 1.0 / math.sqrt(int(d))
+        with self.graph.inserting_before(a):
+            packed = [
+                self.graph.call_function(
+                    aten.select.int, (self.graph.call_function(aten.transpose.int, (x, 1, 2)), 0, 0)
+                )
+                for x in (q, k, v)
+            ]
+            out = self.graph.call_function(ragged.attention.default, (*packed, offsets, float(scale), False))
+            back = self.graph.call_function(
+                aten.unsqueeze.default, (self.graph.call_function(aten.transpose.int, (out, 0, 1)), 0)
+            )
+        if a.target is aten.scaled_dot_product_attention.default:
+            a.replace_all_uses_with(back)
+        else:
+            for u in list(a.users):
+                if u.target is operator.getitem and u.args[1] == 0:
+                    u.replace_all_uses_with(back)
+                elif u.users:
+                    raise _Refuse(f"{a.name}: its log-sum-exp is used")
+        self.rewrites.append(f"{a.name}: {a.target} -> ragged.attention")
+
+    def _propagate(
+        self, mask, token_inputs, batch_symints, length_symints, positions, offsets, firsts
+    ) -> None:
+        """Fake values for the packed graph: N tokens, B items."""
+        from torch._dynamo.source import ConstantSource
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+        env = ShapeEnv()
+        mode = FakeTensorMode(shape_env=env)
+
+        def fresh(name: str, hint: int) -> torch.SymInt:
+            sym = env.create_symbol(hint, ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC)
+            return env.create_symintnode(sym, hint=hint)
+
+        n_tok, n_off, n_items = fresh("unpad_rows", 97), fresh("unpad_offsets", 14), fresh("unpad_items", 13)
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        index = {p: i for i, p in enumerate(self.placeholders)}
+        args = []
+        with mode:
+            for p in placeholders:
+                i = index.get(p)
+                v = _val(p)
+                if p is positions:
+                    args.append(torch.empty(1, n_tok, dtype=torch.int64))
+                elif p is offsets:
+                    args.append(torch.empty(n_off, dtype=torch.int64))
+                elif p is firsts:
+                    args.append(torch.empty(n_items, dtype=torch.int64))
+                elif i in token_inputs:
+                    args.append(torch.empty((1, n_tok) + tuple(v.shape[2:]), dtype=v.dtype))
+                elif i in batch_symints:
+                    args.append(1)
+                elif i in length_symints:
+                    args.append(n_tok)
+                elif p is mask:
+                    args.append(torch.empty(2, 2, dtype=v.dtype))
+                elif isinstance(v, torch.Tensor):
+                    if any(isinstance(d, torch.SymInt) for d in v.shape):
+                        raise _Refuse(f"input {p.name} has dynamic sizes of its own")
+                    args.append(torch.empty_strided(tuple(v.shape), tuple(v.stride()), dtype=v.dtype))
+                elif isinstance(v, torch.SymInt):
+                    raise _Refuse(f"input {p.name} is a size of its own")
+                else:
+                    args.append(v)
+        FakeTensorProp(self.gm, mode).propagate_dont_convert_inputs(*args)
+        for p, a in zip(placeholders, args, strict=True):
+            p.meta["val"] = a

