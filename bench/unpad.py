@@ -55,6 +55,9 @@ def main() -> None:
     ap.add_argument("--no-inductor", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    import iree.runtime as rt
+
+    rt.flags.parse_flags(f"--task_topology_max_group_count={args.threads}")
 
     from harness import gemm_peak_gflops
     from transformers import BertModel

@@ -19,6 +19,7 @@ number bench/README.md gives them:
   njt               5  PyTorch nested tensors (jagged layout), eager
   inductor_padded   6  torch.compile(inductor, dynamic=True) of the strong padded form
   inductor_njt      7  torch.compile(inductor, dynamic=True) of the NJT form
+  inductor_frozen   6  inductor_padded with weights frozen (options={"freezing": True}), W4 only
   danling           8  DanLing NestedTensor, eager
   danling_compiled  8  the same under torch.compile(inductor, dynamic=True) (W4, W5; a failure is recorded)
   ragged_mlir       9  torch.compile(backend="ragged") on ragged_mlir.torch.NestedTensor
@@ -50,6 +51,7 @@ PEERS = (
     "inductor_njt",
     "danling",
     "danling_compiled",
+    "inductor_frozen",
 )
 OURS = "ragged_mlir"
 DIAGNOSTIC = ("ragged_mlir_padded", "ragged_mlir_equal")
@@ -57,6 +59,7 @@ ORDER = PEERS + (OURS,) + DIAGNOSTIC
 BASELINE_ID = {
     **{name: i + 1 for i, name in enumerate(PEERS[:8])},
     "danling_compiled": 8,
+    "inductor_frozen": 6,
     OURS: 9,
     "ragged_mlir_padded": 10,
 }
@@ -291,10 +294,11 @@ class NestedLayer(LayerModule):
         return self.block(x, attend_nested)
 
 
-def compiled_layers(cls, p: dict, layers: int, prefix: str = "") -> list:
+def compiled_layers(cls, p: dict, layers: int, prefix: str = "", freezing: bool = False) -> list:
     mods = [cls(p, f"{prefix}layer.{i}.").eval() for i in range(layers)]
     for m in mods:
-        m.compile(dynamic=True)
+        # Freezing folds the weights into the graph, as ragged-mlir's frozen parameters do.
+        m.compile(dynamic=True, options={"freezing": True} if freezing else None)
     return mods
 
 
@@ -611,10 +615,11 @@ def w4_variants(layers: int, items, eq_items, comp: Compiled, enc, p):
         Variant("njt", lambda: nested(nt_), njt_packed),
     ]
     ind = comp.get("inductor_padded", lambda: compiled_layers(PaddedLayer, p, layers))
+    indf = comp.get("inductor_frozen", lambda: compiled_layers(PaddedLayer, p, layers, freezing=True))
     indn = comp.get("inductor_njt", lambda: compiled_layers(NestedLayer, p, layers))
 
-    def run_padded_layers(x, m4):
-        for mod in ind:
+    def run_padded_layers(x, m4, mods=ind):
+        for mod in mods:
             x = mod(x, m4)
         return x
 
@@ -626,6 +631,15 @@ def w4_variants(layers: int, items, eq_items, comp: Compiled, enc, p):
     v.append(
         _guarded(
             "inductor_padded", lambda: run_padded_layers(xp, m4), comp, "inductor_padded", lambda o: o[m]
+        )
+    )
+    v.append(
+        _guarded(
+            "inductor_frozen",
+            lambda: run_padded_layers(xp, m4, indf),
+            comp,
+            "inductor_frozen",
+            lambda o: o[m],
         )
     )
     v.append(_guarded("inductor_njt", lambda: run_nested_layers(nt_), comp, "inductor_njt", njt_packed))
