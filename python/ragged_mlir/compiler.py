@@ -115,7 +115,10 @@ class CompileOptions:
         IREE's fused ``iree_linalg_ext.attention`` (online softmax, no score
         blocks) on a static ladder of length buckets, 16 to 1024 rows 1.5x
         apart; other attentions follow ``attention_buckets``. None picks it
-        on CPU; GPU targets keep the exact lowering.
+        on CPU hosts with AVX-512 (where IREE 3.13 vectorises it well) and
+        the linalg buckets on other CPUs (with AVX2 only, the fused op is
+        2.7x slower at MNLI and 4.8x at SQuAD v2 lengths); GPU targets keep
+        the exact lowering.
     keep_intermediates: keep the input, lowered IR and flags in ``work_dir``.
     work_dir: where intermediates and reproducers go (default: a fresh
         temporary directory, made only when a compile writes one of them).
@@ -178,7 +181,8 @@ class CompileOptions:
             options.append(f"balance-tile={tile}")
         if buckets != 3:  # the pipeline's default
             options.append(f"attention-buckets={buckets}")
-        if not (self.iree_attention if self.iree_attention is not None else cpu):
+        fused = self.iree_attention if self.iree_attention is not None else cpu and _host_has_avx512()
+        if not fused:
             options.append("iree-attention=0")  # the pipeline's default is 1
         return PIPELINE if not options else f"builtin.module(ragged-to-iree-input{{{' '.join(options)}}})"
 
@@ -206,6 +210,22 @@ _NP_DTYPES = {
     "i32": np.int32,
     "i64": np.int64,
 }
+
+
+def _host_has_avx512() -> bool:
+    """Whether this x86 host has AVX-512 (CPU compiles target the host)."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "avx512f" in line.split()
+    except OSError:
+        pass
+    return False
 
 
 def _describe(ty) -> dict:

@@ -71,7 +71,13 @@ def test_balanced_dispatch_count_fixed_and_equal_on_cuda():
 
 def test_gpu_targets_balance_by_default():
     assert "balance-tile=16 attention-buckets=0" in CompileOptions(target="cuda").pipeline
-    assert CompileOptions(target="llvm-cpu").pipeline == ragged_mlir.compiler.PIPELINE
+    # CPU: the pipeline's defaults, with IREE's fused attention only on AVX-512 hosts.
+    cpu = CompileOptions(target="llvm-cpu").pipeline
+    if ragged_mlir.compiler._host_has_avx512():
+        assert cpu == ragged_mlir.compiler.PIPELINE
+    else:
+        assert cpu == "builtin.module(ragged-to-iree-input{iree-attention=0})"
+    assert CompileOptions(iree_attention=True).pipeline == ragged_mlir.compiler.PIPELINE
     with pytest.raises(ValueError, match="balance_tile: expected >= 0"):
         _ = CompileOptions(balance_tile=-1).pipeline
 
