@@ -36,14 +36,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from harness import gemm_peak_gflops  # noqa: E402  (sets torch's and IREE's threads to 2)
 from lengths import sample_lengths  # noqa: E402
+from workloads import useful_flops  # noqa: E402
 
 BATCH = {"mnli": 32, "squadv2": 8, "race": 8}
-
-
-def layer_flops(lengths, d=384, ff=1536, layers=6) -> float:
-    """Useful FLOPs of the encoder: 2(4d² + 2d·ff)·l + 4d·l² per layer and item."""
-    return float(sum(layers * (2 * (4 * d * d + 2 * d * ff) * n + 4 * d * n * n) for n in lengths))
 
 
 def main() -> None:
@@ -59,7 +56,6 @@ def main() -> None:
 
     rt.flags.parse_flags(f"--task_topology_max_group_count={args.threads}")
 
-    from harness import gemm_peak_gflops
     from transformers import BertModel
 
     import ragged_mlir.torch.backend as rb
@@ -113,7 +109,7 @@ def main() -> None:
                     times[name].append(time.perf_counter() - t0)
         fell_back = rb.stats["fallbacks"] - fallbacks0
         util = float(lengths.sum()) / (len(lengths) * length)
-        flops = layer_flops(lengths)
+        flops = useful_flops("W5", lengths, layers=6)  # the six encoder layers of MiniLM
         med = {k: statistics.median(v) for k, v in times.items()}
         for name in calls:
             row = {

@@ -9,6 +9,7 @@ the IREE flags, and the error names it.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import os
 import shlex
@@ -212,6 +213,7 @@ _NP_DTYPES = {
 }
 
 
+@functools.cache
 def _host_has_avx512() -> bool:
     """Whether this x86 host has AVX-512 (CPU compiles target the host)."""
     import platform

@@ -129,9 +129,14 @@ class Emitter:
         """The packed values of ``packed`` as ``node``'s type."""
         rt = rd.RaggedTensorType(packed.type)
         dyn = ir.ShapedType.get_dynamic_size()
-        dense = [dyn if d is None else d for d in rt.dense_dims]
-        values = rd.values(ir.RankedTensorType.get([dyn, *dense], rt.element_type), packed)
+        values = rd.values(ir.RankedTensorType.get([dyn, *_dense_shape(rt)], rt.element_type), packed)
         return self.cast(values, value_type(node))
+
+
+def _dense_shape(rt) -> list[int]:
+    """A ragged type's dense dims as a tensor shape (dynamic ones as such)."""
+    dyn = ir.ShapedType.get_dynamic_size()
+    return [dyn if d is None else d for d in rt.dense_dims]
 
 
 def _float(value: float, ty: ir.Type) -> ir.FloatAttr:
@@ -144,9 +149,7 @@ def _segment_reduce(em: Emitter, node: fx.Node) -> ir.Value:
     packed = em.pack(values, offsets)
     rt = rd.RaggedTensorType(packed.type)
     dyn = ir.ShapedType.get_dynamic_size()
-    result = ir.RankedTensorType.get(
-        [dyn] + [dyn if d is None else d for d in rt.dense_dims], rt.element_type
-    )
+    result = ir.RankedTensorType.get([dyn, *_dense_shape(rt)], rt.element_type)
     kind_attr = ir.Attribute.parse(f"#ragged.reduce_kind<{kind}>")
     out = rd.reduce(result, kind_attr, packed, empty=_float(empty, rt.element_type))
     return em.cast(out, value_type(node))
@@ -174,7 +177,7 @@ def _to_padded(em: Emitter, node: fx.Node) -> ir.Value:
     packed = em.pack(values, offsets)
     rt = rd.RaggedTensorType(packed.type)
     dyn = ir.ShapedType.get_dynamic_size()
-    dense = [dyn if d is None else d for d in rt.dense_dims]
+    dense = _dense_shape(rt)
     elem = rt.element_type
     padded = rd.to_padded(ir.RankedTensorType.get([dyn, dyn, *dense], elem), packed, _float(padding, elem))
     # to_padded pads to the longest item; the graph asks for `length` (>= it).

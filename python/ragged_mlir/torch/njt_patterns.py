@@ -523,9 +523,6 @@ def _rewrite_efficient(gm: fx.GraphModule, node: fx.Node) -> str | None:
     return f"{node.name}: _efficient_attention_forward(varlen) -> ragged.attention(scale={scale:g}, causal={mask != 0})"
 
 
-# -- driver ----------------------------------------------------------------------------
-
-
 # -- padding and unpadding in general ---------------------------------------------------
 
 
@@ -580,6 +577,9 @@ def _rewrite_unpad(gm: fx.GraphModule, node: fx.Node) -> str | None:
     out = _Builder(gm, node)(ragged.from_padded.default, a["dense"], offsets, rows)
     node.replace_all_uses_with(out)
     return f"{node.name}: _padded_dense_to_jagged_forward -> ragged.from_padded"
+
+
+# -- driver ----------------------------------------------------------------------------
 
 
 def _passes(fuse_mean: bool) -> list[tuple[tuple, Callable[[fx.GraphModule, fx.Node], str | None]]]:

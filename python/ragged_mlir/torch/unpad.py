@@ -55,7 +55,7 @@ import torch.fx as fx
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
-from .reshapes import _groups
+from .reshapes import _expr, _groups
 
 __all__ = ["Unpadded", "unpad_graph"]
 
@@ -87,20 +87,16 @@ _LAYOUT = {
     aten.transpose.int, aten.permute.default, aten.t.default, aten.unsqueeze.default,
     aten.squeeze.dim, aten.expand.default, aten.contiguous.default,
 }  # fmt: skip
-_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
-_REDUCE_DIMS = {
-    aten._softmax.default: 1, aten._log_softmax.default: 1, aten.softmax.int: 1,
-    aten.sum.dim_IntList: 1, aten.mean.dim: 1, aten.amax.default: 1, aten.amin.default: 1,
-    aten.var.correction: 1,
+_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+# Ops whose second argument names the dims they reduce or normalise over.
+_REDUCTIONS = {
+    aten._softmax.default, aten._log_softmax.default, aten.softmax.int, aten.sum.dim_IntList,
+    aten.mean.dim, aten.amax.default, aten.amin.default, aten.var.correction,
 }  # fmt: skip
 _ATTENTION = {
     aten.scaled_dot_product_attention.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
 }
-
-
-def _expr(s: Any) -> Any:
-    return s.node.expr if isinstance(s, torch.SymInt) else sympy.Integer(int(s))
 
 
 def _val(n: Any) -> Any:
@@ -141,7 +137,6 @@ class Unpadded:
     length_symints: list[int]
     token_outputs: list[int]
     item_outputs: list[int]
-    n_outputs: int
     first_token: bool = False
     rewrites: list[str] = field(default_factory=list)
 
@@ -195,9 +190,6 @@ class Unpadded:
         return run
 
 
-_RESHAPES = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
-
-
 @dataclass
 class _Eager:
     """Attention written out, as Hugging Face's "eager" implementation and
@@ -216,7 +208,7 @@ class _Eager:
     @staticmethod
     def _unbatch(n: Any, inner: set) -> fx.Node | None:
         """``view(clone(expand(x)), [B*H, ...])`` back to its 4-D ``x``."""
-        if not isinstance(n, fx.Node) or n.target not in _RESHAPES:
+        if not isinstance(n, fx.Node) or n.target not in _VIEWS:
             return None
         inner.add(n)
         n = n.args[0]
@@ -253,7 +245,7 @@ class _Eager:
                 scale, s = c, s.args[0]
             if (
                 not isinstance(s, fx.Node)
-                or s.target not in _RESHAPES
+                or s.target not in _VIEWS
                 or s.args[0].target is not aten.bmm.default
             ):
                 continue
@@ -277,7 +269,7 @@ class _Eager:
             while len(p.users) == 1 and next(iter(p.users)).target in (
                 aten.clone.default,
                 aten.expand.default,
-                *_RESHAPES,
+                *_VIEWS,
             ):
                 p = next(iter(p.users))
                 got.add(p)
@@ -290,7 +282,7 @@ class _Eager:
             if v is None or len(pv.users) != 1:
                 continue
             result = next(iter(pv.users))
-            if result.target not in _RESHAPES or _val(result).dim() != 4:
+            if result.target not in _VIEWS or _val(result).dim() != 4:
                 continue
             got |= {pv}
             e = cls(add, q, k, v, mask, scale, result, inner | got)
@@ -424,7 +416,7 @@ class _Rewriter:
         for n in list(self.graph.nodes):
             if n.op != "call_function" or n in sub or n in inner:
                 continue
-            self._check(n, dims, tok_dep, pos_nodes, batch_nodes, positions, offsets, firsts)
+            self._check(n, dims, tok_dep, pos_nodes, batch_nodes, positions, firsts)
 
         out_node = next(n for n in self.graph.nodes if n.op == "output")
         outs = list(out_node.args[0]) if isinstance(out_node.args[0], (list, tuple)) else [out_node.args[0]]
@@ -463,7 +455,6 @@ class _Rewriter:
             length_symints=length_symints,
             token_outputs=token_outputs,
             item_outputs=item_outputs,
-            n_outputs=len(outs),
             first_token=any("first token" in r for r in self.rewrites),
             rewrites=self.rewrites,
         )
@@ -556,18 +547,15 @@ class _Rewriter:
         with self.graph.inserting_after(last):
             return self.graph.placeholder(name)
 
-    def _check(self, n, dims, tok_dep, pos_nodes, batch_nodes, positions, offsets, firsts) -> None:
+    def _check(self, n, dims, tok_dep, pos_nodes, batch_nodes, positions, firsts) -> None:
         v = _val(n)
-        if not isinstance(v, torch.Tensor):
-            if isinstance(v, (tuple, list)) or n.target is operator.getitem or isinstance(v, torch.SymInt):
-                if n.target is operator.getitem and n.args[0] in batch_nodes:
-                    batch_nodes.add(n)
-                return
+        if not isinstance(v, torch.Tensor):  # sizes, and tuples of results
+            if n.target is operator.getitem and n.args[0] in batch_nodes:
+                batch_nodes.add(n)
             return
         k = dims.kinds(v)
-        ins = [i for i in n.all_input_nodes]
-        from_pos = any(i in pos_nodes for i in ins)
-        from_batch = any(i in batch_nodes for i in ins)
+        from_pos = any(i in pos_nodes for i in n.all_input_nodes)
+        from_batch = any(i in batch_nodes for i in n.all_input_nodes)
         if n not in tok_dep and not from_pos:
             if not any(k):
                 return  # constants and weights
@@ -613,7 +601,7 @@ class _Rewriter:
             if any(dims.kinds(_val(n.args[0]))[-len(n.args[1]) :]):
                 raise _Refuse(f"{n.name}: layer norm over the batch or length")
             return
-        if t in _REDUCE_DIMS:
+        if t in _REDUCTIONS:
             red = n.args[1]
             red = [red] if isinstance(red, int) else list(red or range(_val(n.args[0]).dim()))
             src_k = dims.kinds(_val(n.args[0]))
@@ -631,10 +619,8 @@ class _Rewriter:
         """Per-item values (after a first-token select): only ops that keep
         items apart and need no size."""
         t = n.target
-        ok = t in _POINTWISE or t in (aten.mm.default, aten.addmm.default, aten.t.default, operator.getitem)
-        if t is aten.native_layer_norm.default:
-            ok = True
-        if not ok or "l" in k or "bl" in k:
+        per_row = (aten.mm.default, aten.addmm.default, aten.t.default, aten.native_layer_norm.default)
+        if not (t in _POINTWISE or t in per_row or t is operator.getitem) or "l" in k or "bl" in k:
             raise _Refuse(f"{n.name}: {t} on per-item values")
 
     def _check_broadcast(self, n: fx.Node, dims: _Dims, pos_nodes: set) -> None:

@@ -138,19 +138,29 @@ def test_distilbert_shaped_random_weights():
     assert rb.stats["fallbacks"] == before
 
 
-class WrittenOutAttention(nn.Module):
-    """Attention as people write it by hand: an additive mask from the 0/1
-    mask, scores divided by sqrt(d), softmax, weights times values."""
+class Heads(nn.Module):
+    """q, k and v from one projection, split into heads ``[B, H, L, d]``."""
 
     def __init__(self, d=16, heads=2):
         super().__init__()
         self.heads = heads
         self.qkv = nn.Linear(d, 3 * d)
+
+    def split(self, x):
+        return (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+
+
+class WrittenOutAttention(Heads):
+    """Attention as people write it by hand: an additive mask from the 0/1
+    mask, scores divided by sqrt(d), softmax, weights times values."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__(d, heads)
         self.out = nn.Linear(d, d)
         self.norm = nn.LayerNorm(d)
 
     def forward(self, x, mask):
-        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        q, k, v = self.split(x)
         bias = (1.0 - mask[:, None, None, :].float()) * -1e9
         w = torch.softmax(q @ k.transpose(-2, -1) / q.size(-1) ** 0.5 + bias, dim=-1)
         return self.norm(x + self.out((w @ v).transpose(1, 2).flatten(-2)))
@@ -172,31 +182,21 @@ def test_written_out_attention_unpadded():
     assert rb.stats["fallbacks"] == before
 
 
-class MaskAsData(nn.Module):
+class MaskAsData(Heads):
     """The mask masks attention keys and also scales the values: padded
     positions then feed a sum over the sequence, which unpadding would
     change. The graph must stay padded."""
 
-    def __init__(self, d=16, heads=2):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(d, 3 * d)
-
     def forward(self, x, mask):
-        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        q, k, v = self.split(x)
         key = mask.bool()[:, None, None, :]
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=key).transpose(1, 2).flatten(-2)
         return a.sum(1) + mask.float().sum(1, keepdim=True)
 
 
-class CausalAndPadding(nn.Module):
-    def __init__(self, d=16, heads=2):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(d, 3 * d)
-
+class CausalAndPadding(Heads):
     def forward(self, x, mask):
-        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        q, k, v = self.split(x)
         n = x.size(1)
         causal = torch.ones(n, n, dtype=torch.bool).tril()
         key = mask.bool()[:, None, None, :] & causal
