@@ -25,6 +25,10 @@ What is not per-token is rewritten or refused:
 * attention (``scaled_dot_product_attention`` and ATen's CPU flash form, or
   written out as ``softmax(q @ k^T * scale + mask) @ v``), non-causal,
   without dropout: ``ragged.attention`` over the packed tokens;
+* integer values computed from the token inputs alone that mix tokens (the
+  ``cumsum`` of ``input_ids != pad`` that gives RoBERTa its position ids):
+  the wrapper computes them eagerly on the padded inputs, as the original
+  graph does, and passes them in packed like a token input;
 * the first token of each item (``x[:, 0]``, BERT's pooler): a gather at the
   items' first rows. A batch in which slot 0 of a non-empty item is padding
   (left padding) runs the original graph eagerly, since ``x[:, 0]`` then
@@ -116,11 +120,11 @@ class _Dims:
             return "b"
         if e == self.length:
             return "l"
-        if sympy.simplify(e - self.batch * self.length) == 0:
+        if not e.free_symbols & {self.batch, self.length}:
+            return None
+        if sympy.expand(e - self.batch * self.length) == 0:
             return "bl"
-        if e.free_symbols & {self.batch, self.length}:
-            raise _Refuse(f"a dim of size {e} mixes the batch or length with other sizes")
-        return None
+        raise _Refuse(f"a dim of size {e} mixes the batch or length with other sizes")
 
     def kinds(self, t: torch.Tensor) -> list[str | None]:
         return [self.kind(s) for s in t.shape]
@@ -139,6 +143,8 @@ class Unpadded:
     item_outputs: list[int]
     first_token: bool = False
     rewrites: list[str] = field(default_factory=list)
+    # Values the wrapper computes on the padded inputs: (graph, its inputs).
+    hoisted: list[tuple[fx.GraphModule, list[int]]] = field(default_factory=list)
 
     def wrap(self, compiled: Callable, eager: Callable) -> Callable:
         def run(*args):
@@ -163,9 +169,13 @@ class Unpadded:
                 # padding): what eager computes there has no unpadded form.
                 return eager(*args)
             new = list(args)
+
+            def pack(t):
+                return t.reshape((b * length,) + tuple(t.shape[2:]))[flat].unsqueeze(0)
+
             for i in self.token_inputs:
-                t = args[i]
-                new[i] = t.reshape((b * length,) + tuple(t.shape[2:]))[flat].unsqueeze(0)
+                new[i] = pack(args[i])
+            hoisted = [pack(g(*(args[i] for i in ins))) for g, ins in self.hoisted]
             for i in self.batch_symints:
                 new[i] = 1
             for i in self.length_symints:
@@ -174,7 +184,7 @@ class Unpadded:
             torch.cumsum(lengths, 0, out=offsets[1:])
             positions = (flat % length).unsqueeze(0)
             firsts = offsets[:-1].clamp(max=n - 1)
-            out = compiled(*new, positions, offsets, firsts)
+            out = compiled(*new, positions, offsets, firsts, *hoisted)
             out = list(out) if isinstance(out, (list, tuple)) else [out]
             for i in self.token_outputs:
                 packed = out[i][0]
@@ -315,6 +325,8 @@ class _Rewriter:
         self.graph = gm.graph
         self.placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
         self.rewrites: list[str] = []
+        self.hoisted: list[tuple[fx.GraphModule, list[int]]] = []
+        self.hoisted_nodes: list[fx.Node] = []
 
     # -- analysis -----------------------------------------------------------
     def run(self) -> Unpadded:
@@ -376,6 +388,7 @@ class _Rewriter:
         if not token_inputs:
             raise _Refuse("no [B, L, ...] input besides the mask")
         tokens = {self.placeholders[i] for i in token_inputs}
+        self._host_inputs = tokens | {self.placeholders[i] for i in batch_symints + length_symints}
 
         # Which nodes depend on token data, on the mask.
         tok_dep, mask_dep = set(tokens), {mask}
@@ -457,6 +470,7 @@ class _Rewriter:
             item_outputs=item_outputs,
             first_token=any("first token" in r for r in self.rewrites),
             rewrites=self.rewrites,
+            hoisted=self.hoisted,
         )
 
     def _attn_mask(self, a: fx.Node) -> fx.Node | None:
@@ -562,6 +576,10 @@ class _Rewriter:
             if k.count("l") == 1 and not ({"b", "bl"} & set(k)):
                 pos_nodes.add(self._position(n, k.index("l"), positions))
                 return
+            if n.target is aten.expand.default and k.count("b") == 1 and not ({"l", "bl"} & set(k)):
+                src = dims.kinds(_val(n.args[0]))
+                if not any(src) and _expr(_val(n.args[0]).shape[k.index("b") - len(k)]) == 1:
+                    return  # the same constant for every item: one copy when packed
             raise _Refuse(f"{n.name} ({n.target}) of shape {tuple(v.shape)} is built from the batch size")
         if from_pos and n not in tok_dep:
             pos_nodes.add(n)
@@ -610,10 +628,44 @@ class _Rewriter:
             return
         if t in (aten.embedding.default, aten.index_select.default, aten.gather.default):
             table = n.args[0]
-            if table in tok_dep or (t is aten.embedding.default and any(dims.kinds(_val(table)))):
+            tk = dims.kinds(_val(table))
+            if table in tok_dep or (t is aten.embedding.default and any(tk)):
                 raise _Refuse(f"{n.name}: {t} from token data")
+            if t is not aten.embedding.default and tk[n.args[1] % len(tk)]:
+                raise _Refuse(f"{n.name}: {t} along the {tk[n.args[1] % len(tk)]} dim")
             return
-        raise _Refuse(f"{n.name}: {t} on token values is not known to be per token")
+        if not self._hoist(n, k):
+            raise _Refuse(f"{n.name}: {t} on token values is not known to be per token")
+
+    def _hoist(self, n: fx.Node, k: list) -> bool:
+        """An integer ``[B, L, ...]`` value computed from the token inputs
+        alone (index arithmetic on ``input_ids``): the wrapper evaluates it on
+        the padded inputs, exactly as the original graph does, and the packed
+        graph reads it as an input."""
+        if k[:2] != ["b", "l"] or any(k[2:]) or _val(n).is_floating_point():
+            return False
+        sub = self._ancestors([n])
+        for a in sub:
+            v = _val(a)
+            if a.op == "placeholder":
+                if a not in self._host_inputs:
+                    return False
+            elif a.op != "call_function" or (isinstance(v, torch.Tensor) and v.is_floating_point()):
+                return False
+        g = fx.Graph()
+        env: dict[fx.Node, fx.Node] = {}
+        for a in self.graph.nodes:
+            if a in sub:
+                env[a] = g.node_copy(a, lambda x: env[x])
+        g.output(env[n])
+        inputs = [i for i, p in enumerate(self.placeholders) if p in sub]
+        self.hoisted.append((fx.GraphModule(self.gm, g), inputs))
+        ph = self._placeholder(f"unpad_hoisted{len(self.hoisted)}")
+        ph.meta["val"] = _val(n)
+        n.replace_all_uses_with(ph)
+        self.hoisted_nodes.append(ph)
+        self.rewrites.append(f"{n.name}: {n.target} on integer inputs -> computed on the padded inputs")
+        return True
 
     def _check_batch(self, n: fx.Node, k: list) -> None:
         """Per-item values (after a first-token select): only ops that keep
@@ -788,6 +840,8 @@ class _Rewriter:
                 v = _val(p)
                 if p is positions:
                     args.append(torch.empty(1, n_tok, dtype=torch.int64))
+                elif p in self.hoisted_nodes:
+                    args.append(torch.empty((1, n_tok) + tuple(v.shape[2:]), dtype=v.dtype))
                 elif p is offsets:
                     args.append(torch.empty(n_off, dtype=torch.int64))
                 elif p is firsts:

@@ -138,6 +138,39 @@ def test_distilbert_shaped_random_weights():
     assert rb.stats["fallbacks"] == before
 
 
+def test_roberta_shaped_position_ids():
+    """RoBERTa numbers positions with ``cumsum(input_ids != pad)``, which
+    mixes tokens: the wrapper computes it on the padded ids (as eager does),
+    so right, left and holed padding all keep eager's position ids, also
+    when a masked slot holds a real token."""
+    from transformers import RobertaConfig, RobertaModel
+
+    cfg = RobertaConfig(
+        vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, pad_token_id=1, attn_implementation="sdpa",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = RobertaModel(cfg).eval()
+    run = _compiled(lambda i, m: model(input_ids=i, attention_mask=m).last_hidden_state)
+    before = dict(rb.stats)
+    batches = []
+    for lengths, left in (([5, 1, 9, 0], False), ([3, 3], False), ([17, 2, 4], True)):
+        ids, mask = _batch(lengths, left=left, seed=len(lengths))
+        ids[mask == 0] = cfg.pad_token_id
+        batches.append((ids, mask))
+    ids, mask = _batch([6, 4, 7], seed=5)
+    mask[0, 2] = mask[2, 0] = 0  # holes over real tokens
+    batches.append((ids, mask))
+    with torch.no_grad():
+        for ids, mask in batches:
+            got, want = run(ids, mask), model(input_ids=ids, attention_mask=mask).last_hidden_state
+            valid = mask.bool()
+            np.testing.assert_allclose(got[valid].numpy(), want[valid].numpy(), atol=1e-4, rtol=1e-4)
+            assert bool((got[~valid] == 0).all())
+    assert rb.stats["compiled"] == before["compiled"] + 1
+    assert rb.stats["fallbacks"] == before["fallbacks"]
+
+
 class Heads(nn.Module):
     """q, k and v from one projection, split into heads ``[B, H, L, d]``."""
 
