@@ -36,6 +36,7 @@ from .graph import Unsupported, plan_graph
 from .njt_patterns import rewrite_njt_patterns
 from .reshapes import reshape_groups
 from .runtime import CompiledGraph
+from .unpad import log as unpad_log
 from .unpad import unpad_graph
 
 __all__ = [
@@ -70,10 +71,13 @@ class RaggedBackendOptions:
         anything else True.
     unpad: inference graphs of padded models whose attention is masked by
         a 0/1 key-padding input (``attention_mask``) run on the valid
-        tokens only (:mod:`.unpad`); outputs at padded positions are 0
-        instead of what eager computes there. Graphs the analysis cannot
-        prove safe compile as they are (the reason is logged at debug
-        level by ``ragged_mlir.torch.unpad``).
+        tokens only (:mod:`.unpad`). True applies it wherever the analysis
+        proves it safe; outputs at padded positions are then 0 instead of
+        what eager computes there. None (the default) applies it only where
+        no output changes: every output is per item (masked pooling) or
+        free of the batch. False never applies it. Graphs the analysis
+        cannot prove safe compile as they are (the reason is logged at
+        debug level by ``ragged_mlir.torch.unpad``).
     """
 
     target: str = "llvm-cpu"
@@ -85,7 +89,7 @@ class RaggedBackendOptions:
     freeze_parameters: bool = True
     debug_dir: str | None = None
     fallback: bool | None = None
-    unpad: bool = False
+    unpad: bool | None = None
 
     def __post_init__(self) -> None:
         if self.fallback is None:
@@ -293,9 +297,12 @@ def _compiler(options: RaggedBackendOptions, kind: str):
             return _cache[key]
         eager = gm.forward
         unpadded = None
-        if options.unpad and kind == "inference":
+        if options.unpad is not False and kind == "inference":
             region = _copy_graph(gm)
             unpadded = unpad_graph(region)
+            if unpadded is not None and not (options.unpad or unpadded.exact):
+                unpad_log.debug("unpadding not applied by default: outputs at padded positions would change")
+                unpadded = None
             if unpadded is not None:
                 gm = region
         try:

@@ -82,7 +82,7 @@ _POINTWISE = {
     aten.sigmoid.default, aten.relu.default, aten.gelu.default, aten.silu.default, aten.erf.default,
     aten.where.self, aten.clone.default, aten._to_copy.default, aten.alias.default,
     aten.detach.default, aten.abs.default, aten.maximum.default, aten.minimum.default,
-    aten.clamp.default, aten.reciprocal.default, aten.lift_fresh_copy.default,
+    aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default, aten.reciprocal.default, aten.lift_fresh_copy.default,
     aten.native_dropout.default, aten.rsub.Scalar, aten.ge.Scalar, aten.gt.Scalar,
     aten.le.Scalar, aten.lt.Scalar, aten.eq.Scalar, aten.ne.Scalar, aten.bitwise_and.Tensor,
     aten.bitwise_or.Tensor, aten.logical_not.default, aten.masked_fill.Scalar,
@@ -105,6 +105,15 @@ _ATTENTION = {
 
 def _val(n: Any) -> Any:
     return n.meta.get("val") if isinstance(n, fx.Node) else n
+
+
+def _reduced(n: fx.Node) -> list[int]:
+    """The dims a reduction (dims in its second argument) reduces over."""
+    rank = _val(n.args[0]).dim()
+    at = 2 if n.target is aten.linalg_vector_norm.default else 1  # after the norm's order
+    red = n.args[at] if len(n.args) > at else n.kwargs.get("dim")
+    red = [red] if isinstance(red, int) else list(red or range(rank))
+    return sorted({d % rank for d in red})
 
 
 @dataclass
@@ -145,6 +154,14 @@ class Unpadded:
     rewrites: list[str] = field(default_factory=list)
     # Values the wrapper computes on the padded inputs: (graph, its inputs).
     hoisted: list[tuple[fx.GraphModule, list[int]]] = field(default_factory=list)
+
+    @property
+    def exact(self) -> bool:
+        """Whether every output equals eager's (up to rounding): nothing is
+        returned per token (eager has values from padding at padded
+        positions) and no item output reads the first token (eager reads a
+        padded slot for an item without tokens)."""
+        return not self.token_outputs and not self.first_token
 
     def wrap(self, compiled: Callable, eager: Callable) -> Callable:
         def run(*args):
@@ -361,6 +378,7 @@ class _Rewriter:
     def _run_with(self, mask: fx.Node, attentions: list[fx.Node]) -> Unpadded:
         mv = _val(mask)
         dims = _Dims(_expr(mv.shape[0]), _expr(mv.shape[1]))
+        self.dims = dims
         if (
             not (isinstance(dims.batch, sympy.Symbol) and isinstance(dims.length, sympy.Symbol))
             or dims.batch == dims.length
@@ -411,17 +429,26 @@ class _Rewriter:
         self._mask_sub = sub
         if sub & tok_dep:
             raise _Refuse("the attention mask depends on token data")
-        for n in mask_dep:
-            if n not in sub and n.users:
-                raise _Refuse(f"{mask.name} reaches {n.name} ({n.target}), which is not a key mask")
+        for n in (sub & mask_dep) - {mask}:
             for u in n.users:
                 if u not in sub and not (u in mask_args and mask_args[u] is n):
                     raise _Refuse(f"{mask.name} reaches {u.name} ({u.target}), which is not a key mask")
         self._probe(mask, sub, mask_args, dims)
+        if any(u not in sub for u in mask.users):
+            # The mask is also data (pooling weights): packed, it is a token
+            # input whose every value is 1; what reads it is checked below
+            # like any token value.
+            token_inputs.append(self.placeholders.index(mask))
+            tok_dep.add(mask)
+            for n in self.graph.nodes:
+                if n not in sub and any(i in tok_dep or i is mask for i in n.all_input_nodes):
+                    tok_dep.add(n)
+        self._mask = mask
 
         # Every other node: per-token, or a known rewrite.
         positions = self._placeholder("unpad_positions")
         offsets = self._placeholder("unpad_offsets")
+        self._offsets = offsets
         firsts = self._placeholder("unpad_firsts")
         batch_nodes: set[fx.Node] = set()
         pos_nodes: set[fx.Node] = set()
@@ -440,8 +467,8 @@ class _Rewriter:
                 if isinstance(v, torch.SymInt) and _expr(v).free_symbols & {dims.batch, dims.length}:
                     raise _Refuse(f"output {i} is the size {_expr(v)}")
                 continue
-            if o in mask_dep:
-                raise _Refuse(f"output {i} depends on the mask")
+            if o in sub and o not in tok_dep:
+                raise _Refuse(f"output {i} is part of the attention mask")
             k = dims.kinds(v)
             if o in batch_nodes:
                 if k[0] != "b" or any(k[1:]):
@@ -620,10 +647,12 @@ class _Rewriter:
                 raise _Refuse(f"{n.name}: layer norm over the batch or length")
             return
         if t in _REDUCTIONS:
-            red = n.args[1]
-            red = [red] if isinstance(red, int) else list(red or range(_val(n.args[0]).dim()))
+            red = _reduced(n)
             src_k = dims.kinds(_val(n.args[0]))
-            if any(src_k[d % len(src_k)] for d in red):
+            if any(src_k[d] for d in red):
+                if t is aten.sum.dim_IntList and [src_k[d] for d in red] == ["l"] and src_k[0] == "b":
+                    batch_nodes.add(self._masked_sum(n, dims))
+                    return
                 raise _Refuse(f"{n.name}: {t} over the batch or length")
             return
         if t in (aten.embedding.default, aten.index_select.default, aten.gather.default):
@@ -668,12 +697,66 @@ class _Rewriter:
         return True
 
     def _check_batch(self, n: fx.Node, k: list) -> None:
-        """Per-item values (after a first-token select): only ops that keep
-        items apart and need no size."""
+        """Per-item values (the first token, a masked sum): only ops that
+        keep items apart and need no size of the batch (the packed graph
+        knows the batch size as 1)."""
         t = n.target
         per_row = (aten.mm.default, aten.addmm.default, aten.t.default, aten.native_layer_norm.default)
-        if not (t in _POINTWISE or t in per_row or t is operator.getitem) or "l" in k or "bl" in k:
+        if "l" in k or "bl" in k or k[:1] != ["b"]:
             raise _Refuse(f"{n.name}: {t} on per-item values")
+        if t in _POINTWISE or t in per_row or t is operator.getitem or t is aten.unsqueeze.default:
+            return
+        if t in _REDUCTIONS or t is aten.linalg_vector_norm.default:
+            if 0 not in _reduced(n):
+                return
+        if t is aten.expand.default and self.dims.kinds(_val(n.args[0]))[:1] == ["b"]:
+            # expand(x, [B, ...]) of per-item x: -1 keeps x's own item count.
+            n.args = (n.args[0], [-1, *n.args[1][1:]], *n.args[2:])
+            return
+        raise _Refuse(f"{n.name}: {t} on per-item values")
+
+    def _zero_at_pads(self, n: Any) -> bool:
+        """Whether eager's ``n`` is 0 at every padded position: the mask
+        itself, its views and casts, and products with them."""
+        if n is self._mask:
+            return True
+        if not isinstance(n, fx.Node) or n.op != "call_function":
+            return False
+        t = n.target
+        if (
+            t in _LAYOUT
+            or t in _VIEWS
+            or t in (aten._to_copy.default, aten.clone.default, aten.alias.default)
+        ):
+            return self._zero_at_pads(n.args[0])
+        if t is aten.mul.Tensor:
+            return any(self._zero_at_pads(a) for a in n.args)
+        if t is aten.div.Tensor:
+            d = n.args[1]
+            return self._zero_at_pads(n.args[0]) and (
+                not isinstance(d, fx.Node) or "l" not in self.dims.kinds(_val(d))
+            )
+        return False
+
+    def _masked_sum(self, n: fx.Node, dims: _Dims) -> fx.Node:
+        """``x.sum(1)`` of ``[B, L, ...]`` values that are 0 at padded
+        positions (``(hidden * mask[..., None]).sum(1)``, ``mask.sum(1)``):
+        the packed graph sums each item's tokens."""
+        src = n.args[0]
+        if not _val(src).is_floating_point() or not self._zero_at_pads(src):
+            raise _Refuse(f"{n.name}: a sum over the length of values not masked to 0 at padding")
+        keep = (list(n.args) + [False] * 3)[2] or n.kwargs.get("keepdim", False)
+        if n.kwargs.get("dtype") is not None:
+            raise _Refuse(f"{n.name}: a sum with a dtype")
+        with self.graph.inserting_before(n.next):
+            rows = self.graph.call_function(aten.select.int, (src, 0, 0))
+            new = self.graph.call_function(ragged.segment_reduce.default, (rows, self._offsets, "sum", 0.0))
+            if keep:
+                new = self.graph.call_function(aten.unsqueeze.default, (new, 1))
+        new.meta["val"] = _val(n)
+        n.replace_all_uses_with(new)
+        self.rewrites.append(f"{n.name}: sum over the length of masked values -> sum of each item's tokens")
+        return new
 
     def _check_broadcast(self, n: fx.Node, dims: _Dims, pos_nodes: set) -> None:
         """Operands line up with the result token dim for token dim; an

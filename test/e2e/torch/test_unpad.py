@@ -171,6 +171,47 @@ def test_roberta_shaped_position_ids():
     assert rb.stats["fallbacks"] == before["fallbacks"]
 
 
+def _mean_pooled(model):
+    """sentence-transformers' pooling as it ships: mask expanded to the
+    hidden size, masked sum over the sequence, L2 normalised."""
+
+    def embed(ids, mask):
+        hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        m = mask.unsqueeze(-1).expand(hidden.size()).float()
+        return F.normalize((hidden * m).sum(1) / m.sum(1).clamp(min=1e-9), p=2, dim=1)
+
+    return embed
+
+
+def test_masked_mean_pooling_unpadded_by_default(caplog):
+    """A graph whose outputs are per sentence has nothing at padded
+    positions to change, so it runs unpadded with the default options; the
+    masked sums become sums of each item's tokens."""
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig(
+        vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, attn_implementation="sdpa",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    embed = _mean_pooled(BertModel(cfg).eval())
+    torch._dynamo.reset()
+    run = torch.compile(embed, backend="ragged", dynamic=True)
+    before = dict(rb.stats)
+    with caplog.at_level(logging.DEBUG, logger="ragged_mlir.torch.unpad"), torch.no_grad():
+        for name, lengths in LENGTH_SETS.items():
+            ids, mask = _batch(lengths, seed=len(name))
+            got, want = run(ids, mask), embed(ids, mask)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=1e-5)
+        ids, mask = _batch([4, 7, 2], length=12)
+        mask[1, 3] = 0
+        np.testing.assert_allclose(run(ids, mask).numpy(), embed(ids, mask).numpy(), atol=1e-5, rtol=1e-5)
+    log = " ".join(r.getMessage() for r in caplog.records)
+    assert "sum of each item's tokens" in log and "ragged.attention" in log, log
+    assert rb.stats["compiled"] == before["compiled"] + 1
+    assert rb.stats["fallbacks"] == before["fallbacks"]
+
+
 class Heads(nn.Module):
     """q, k and v from one projection, split into heads ``[B, H, L, d]``."""
 
@@ -252,6 +293,22 @@ def test_unsafe_graphs_stay_padded(model, reason, caplog):
         want = m(x, mask)
     assert any(reason in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
     # Compiled as it was: equal to eager everywhere, padded positions too.
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=1e-5)
+
+
+def test_per_token_outputs_stay_padded_by_default(caplog):
+    """Unpadding would write 0 where eager has values from padding, so
+    without ``unpad=True`` a graph returning per-token values is compiled
+    as it was."""
+    torch.manual_seed(0)
+    m = WrittenOutAttention().eval()
+    torch._dynamo.reset()
+    run = torch.compile(m, backend="ragged", dynamic=True)
+    x = torch.randn(3, 6, 16)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 2 + [0] * 4])
+    with caplog.at_level(logging.DEBUG, logger="ragged_mlir.torch.unpad"), torch.no_grad():
+        got, want = run(x, mask), m(x, mask)
+    assert any("not applied by default" in r.getMessage() for r in caplog.records)
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=1e-5)
 
 
