@@ -33,6 +33,7 @@ from torch._guards import TracingContext
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
 from .emit import LOWERINGS, PASSTHROUGH_DIALECTS, ImportFailed, build_module, decompose, describe_steps
 from .graph import Unsupported, plan_graph
+from .masked_rows import guard_masked_rows
 from .njt_patterns import rewrite_njt_patterns
 from .reshapes import reshape_groups
 from .runtime import CompiledGraph
@@ -159,6 +160,7 @@ def compile_fx_graph(
         ):
             raise Unsupported("this ragged op has no lowering", node)
     t_start = time.perf_counter()
+    guard_masked_rows(gm)
     if gm.graph.eliminate_dead_code():
         gm.recompile()
     try:
