@@ -257,8 +257,9 @@ def test_written_out_attention_unpadded():
 
 
 class MaskAsData(Heads):
-    """The mask masks attention keys and also scales the values: padded
-    positions then feed a sum over the sequence, which unpadding would
+    """The mask masks attention keys and is also summed (allowed: it is 0 at
+    padded positions), but the attention output is summed over the sequence
+    without masking: padded positions feed that sum, which unpadding would
     change. The graph must stay padded."""
 
     def forward(self, x, mask):
@@ -279,7 +280,7 @@ class CausalAndPadding(Heads):
 
 @pytest.mark.parametrize(
     "model,reason",
-    [(MaskAsData, "reaches"), (CausalAndPadding, "not a key-padding mask")],
+    [(MaskAsData, "not masked to 0 at padding"), (CausalAndPadding, "not a key-padding mask")],
     ids=["mask_as_data", "causal_and_padding"],
 )
 def test_unsafe_graphs_stay_padded(model, reason, caplog):
