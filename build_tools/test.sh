@@ -2,7 +2,7 @@
 # Sets everything up (build_tools/setup.sh with test dependencies) and runs
 # every check: ruff (lint and format), the lit suite (ragged-opt and Python
 # bindings) and pytest (end-to-end numerics on IREE, API errors, the PyTorch
-# integration, samples, the benchmark smoke run).
+# integration, samples, the benchmark smoke run), in two pytest workers.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -11,4 +11,11 @@ WITH_TEST_DEPS=1 bash build_tools/setup.sh
 ruff check .
 ruff format --check .
 lit -sv build/test
-pytest -q test/e2e "$@"
+# Two workers, one test file each at a time: a file's tests share its compiled
+# modules and fixtures. RAGGED_TEST_WORKERS=0 runs in this process.
+workers="${RAGGED_TEST_WORKERS:-2}"
+if [ "$workers" = 0 ]; then
+  pytest -q test/e2e "$@"
+else
+  pytest -q -n "$workers" --dist loadfile test/e2e "$@"
+fi
