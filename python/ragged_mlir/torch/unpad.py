@@ -107,6 +107,15 @@ def _val(n: Any) -> Any:
     return n.meta.get("val") if isinstance(n, fx.Node) else n
 
 
+def _heads_last(x: fx.Node, graph: fx.Graph) -> fx.Node:
+    """``[1, N, H, d]`` of a ``[1, H, N, d]`` attention operand: the input of
+    its transpose when it is one (as heads split by ``view`` then
+    ``transpose(1, 2)`` are), else a transpose."""
+    if x.target is aten.transpose.int and sorted(d % 4 for d in x.args[1:]) == [1, 2]:
+        return x.args[0]
+    return graph.call_function(aten.transpose.int, (x, 1, 2))
+
+
 def _reduced(n: fx.Node) -> list[int]:
     """The dims a reduction (dims in its second argument) reduces over."""
     rank = _val(n.args[0]).dim()
@@ -861,15 +870,20 @@ class _Rewriter:
         """``ragged.attention`` of ``[1, H, N, d]`` operands, as ``[1, H, N, d]``."""
         with self.graph.inserting_before(anchor):
             packed = [
-                self.graph.call_function(
-                    aten.select.int, (self.graph.call_function(aten.transpose.int, (x, 1, 2)), 0, 0)
-                )
+                self.graph.call_function(aten.select.int, (_heads_last(x, self.graph), 0, 0))
                 for x in (q, k, v)
             ]
             out = self.graph.call_function(ragged.attention.default, (*packed, offsets, float(scale), False))
-            return self.graph.call_function(
-                aten.unsqueeze.default, (self.graph.call_function(aten.transpose.int, (out, 0, 1)), 0)
-            )
+            tokens = self.graph.call_function(aten.unsqueeze.default, (out, 0))  # [1, N, H, d]
+            return self.graph.call_function(aten.transpose.int, (tokens, 1, 2))
+
+    @staticmethod
+    def _untranspose(back: fx.Node) -> None:
+        """Users that transpose the ``[1, H, N, d]`` result back to
+        ``[1, N, H, d]`` (to merge the heads) read the tokens directly."""
+        for u in list(back.users):
+            if u.target is aten.transpose.int and sorted(d % 4 for d in u.args[1:]) == [1, 2]:
+                u.replace_all_uses_with(back.args[0])
 
     def _rewrite_eager(self, e: _Eager, offsets: fx.Node) -> None:
         q, scale = e.q, e.scale
@@ -879,6 +893,7 @@ class _Rewriter:
             scale = 1.0
         back = self._packed_attention(e.result, q, e.k, e.v, offsets, scale)
         e.result.replace_all_uses_with(back)
+        self._untranspose(back)
         self.rewrites.append(f"{e.add.name}: softmax(q k^T + mask) v -> ragged.attention")
 
     def _rewrite_attention(self, a: fx.Node, offsets: fx.Node) -> None:
@@ -896,6 +911,7 @@ class _Rewriter:
                     u.replace_all_uses_with(back)
                 elif u.users:
                     raise _Refuse(f"{a.name}: its log-sum-exp is used")
+        self._untranspose(back)
         self.rewrites.append(f"{a.name}: {a.target} -> ragged.attention")
 
     def _propagate(
