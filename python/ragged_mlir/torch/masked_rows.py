@@ -17,13 +17,14 @@ import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
 
-__all__ = ["guard_masked_rows"]
+__all__ = ["attn_mask", "guard_masked_rows"]
 
 aten = torch.ops.aten
 
 
-def _mask(node: fx.Node) -> fx.Node | None:
-    """The ``attn_mask`` argument of an attention node, or None."""
+def attn_mask(node: fx.Node) -> fx.Node | None:
+    """The ``attn_mask`` argument of an SDPA or CPU flash attention node,
+    or None (no mask, or another op)."""
     if node.target is aten.scaled_dot_product_attention.default:
         mask = node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None)
     elif node.target is aten._scaled_dot_product_flash_attention_for_cpu.default:
@@ -42,11 +43,11 @@ def guard_masked_rows(gm: fx.GraphModule) -> int:
     graph = gm.graph
     count = 0
     mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes if n.op == "placeholder"])
+    if mode is None:  # no fake values to give the new nodes
+        return 0
     for node in list(graph.nodes):
-        if node.op != "call_function":
-            continue
-        mask = _mask(node)
-        if mask is None or mode is None:
+        mask = attn_mask(node) if node.op == "call_function" else None
+        if mask is None:
             continue
         if node.target is aten.scaled_dot_product_attention.default:
             outs = [node]

@@ -59,6 +59,7 @@ import torch.fx as fx
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from .masked_rows import attn_mask
 from .reshapes import _expr, _groups
 
 __all__ = ["Unpadded", "unpad_graph"]
@@ -107,11 +108,20 @@ def _val(n: Any) -> Any:
     return n.meta.get("val") if isinstance(n, fx.Node) else n
 
 
+def _swaps(n: Any, dims: list[int]) -> bool:
+    """Whether ``n`` is ``transpose`` of these two dims of a 4-D tensor."""
+    return (
+        isinstance(n, fx.Node)
+        and n.target is aten.transpose.int
+        and sorted(d % 4 for d in n.args[1:]) == dims
+    )
+
+
 def _heads_last(x: fx.Node, graph: fx.Graph) -> fx.Node:
     """``[1, N, H, d]`` of a ``[1, H, N, d]`` attention operand: the input of
     its transpose when it is one (as heads split by ``view`` then
     ``transpose(1, 2)`` are), else a transpose."""
-    if x.target is aten.transpose.int and sorted(d % 4 for d in x.args[1:]) == [1, 2]:
+    if _swaps(x, [1, 2]):
         return x.args[0]
     return graph.call_function(aten.transpose.int, (x, 1, 2))
 
@@ -291,7 +301,7 @@ class _Eager:
             kt = cls._unbatch(bmm.args[1], got)
             if q is None or kt is None:
                 continue
-            if kt.target is aten.transpose.int and sorted(d % 4 for d in kt.args[1:]) == [2, 3]:
+            if _swaps(kt, [2, 3]):
                 k = kt.args[0]
             elif kt.target is aten.permute.default and list(kt.args[1]) == [0, 1, 3, 2]:
                 k = kt.args[0]
@@ -450,7 +460,7 @@ class _Rewriter:
             token_inputs.append(self.placeholders.index(mask))
             tok_dep.add(mask)
             for n in self.graph.nodes:
-                if n not in sub and any(i in tok_dep or i is mask for i in n.all_input_nodes):
+                if n not in sub and any(i in tok_dep for i in n.all_input_nodes):
                     tok_dep.add(n)
         self._mask = mask
 
@@ -512,18 +522,16 @@ class _Rewriter:
     def _attn_mask(self, a: fx.Node) -> fx.Node | None:
         args = list(a.args) + [None] * 8
         if a.target is aten.scaled_dot_product_attention.default:
-            am = a.kwargs.get("attn_mask", args[3])
             dropout = a.kwargs.get("dropout_p", args[4] if args[4] is not None else 0.0)
             causal = a.kwargs.get("is_causal", args[5] if args[5] is not None else False)
         else:
             dropout = a.kwargs.get("dropout_p", args[3] if args[3] is not None else 0.0)
             causal = a.kwargs.get("is_causal", args[4] if args[4] is not None else False)
-            am = a.kwargs.get("attn_mask", args[6])
         if dropout or causal:
             raise _Refuse(f"{a.name}: causal attention or dropout")
         if a.kwargs.get("enable_gqa"):
             raise _Refuse(f"{a.name}: grouped-query attention")
-        return am
+        return attn_mask(a)
 
     def _ancestors(self, roots: list[fx.Node]) -> set[fx.Node]:
         seen: set[fx.Node] = set()
@@ -660,7 +668,7 @@ class _Rewriter:
             src_k = dims.kinds(_val(n.args[0]))
             if any(src_k[d] for d in red):
                 if t is aten.sum.dim_IntList and [src_k[d] for d in red] == ["l"] and src_k[0] == "b":
-                    batch_nodes.add(self._masked_sum(n, dims))
+                    batch_nodes.add(self._masked_sum(n))
                     return
                 raise _Refuse(f"{n.name}: {t} over the batch or length")
             return
@@ -747,7 +755,7 @@ class _Rewriter:
             )
         return False
 
-    def _masked_sum(self, n: fx.Node, dims: _Dims) -> fx.Node:
+    def _masked_sum(self, n: fx.Node) -> fx.Node:
         """``x.sum(1)`` of ``[B, L, ...]`` values that are 0 at padded
         positions (``(hidden * mask[..., None]).sum(1)``, ``mask.sum(1)``):
         the packed graph sums each item's tokens."""
@@ -882,7 +890,7 @@ class _Rewriter:
         """Users that transpose the ``[1, H, N, d]`` result back to
         ``[1, N, H, d]`` (to merge the heads) read the tokens directly."""
         for u in list(back.users):
-            if u.target is aten.transpose.int and sorted(d % 4 for d in u.args[1:]) == [1, 2]:
+            if _swaps(u, [1, 2]):
                 u.replace_all_uses_with(back.args[0])
 
     def _rewrite_eager(self, e: _Eager, offsets: fx.Node) -> None:
@@ -939,14 +947,12 @@ class _Rewriter:
                 v = _val(p)
                 if p is positions:
                     args.append(torch.empty(1, n_tok, dtype=torch.int64))
-                elif p in self.hoisted_nodes:
+                elif p in self.hoisted_nodes or i in token_inputs:
                     args.append(torch.empty((1, n_tok) + tuple(v.shape[2:]), dtype=v.dtype))
                 elif p is offsets:
                     args.append(torch.empty(n_off, dtype=torch.int64))
                 elif p is firsts:
                     args.append(torch.empty(n_items, dtype=torch.int64))
-                elif i in token_inputs:
-                    args.append(torch.empty((1, n_tok) + tuple(v.shape[2:]), dtype=v.dtype))
                 elif i in batch_symints:
                     args.append(1)
                 elif i in length_symints:
