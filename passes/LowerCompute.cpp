@@ -898,6 +898,13 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
     if (!useIree && buckets == 0)
       return rewriter.notifyMatchFailure(op, "exact attention decomposes instead");
 
+    // The schedule (bucket sizes, items per bucket, read on the host)
+    // depends on the offsets alone: it is computed where they are defined,
+    // so that the host reads it before any work is queued. Computed at the
+    // attention, the read would split the work before and after it into two
+    // submissions, each with its own transient memory.
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointAfterValue(offsets);
     auto [lo, hi] = segmentBounds(rewriter, loc, offsets);
     Value maxLen = maxSegmentLength(rewriter, loc, offsets);
     // Bucket sizes: static where known, and as values.
@@ -918,6 +925,7 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
       }
     }
     Layout lay = layout(rewriter, loc, lo, hi, sizes);
+    rewriter.setInsertionPoint(op);
     // IREE's row gathers feed the fused attention, which IREE then fuses
     // with them; one gather feeding two of its operands (q, k or v the same
     // tensor) fails IREE's CPU codegen ("large vector sizes"), so shared

@@ -70,3 +70,24 @@ func.func @self_attention(%x: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tens
   %o = ragged.attention %x, %x, %x {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
   return %o : !ragged.tensor<?, [L], 2, 4, f32>
 }
+
+// -----
+
+// The schedule depends on the offsets alone and is computed where they are
+// defined, before the work that produces q, k and v: the host reads the
+// bucket counts before it queues any of that work, rather than splitting it
+// into a submission before the read and one after.
+// CHECK-LABEL: func.func @schedule_first
+// CHECK-COUNT-3: arith.ceildivui
+// CHECK:         linalg.generic {{.*}}outs({{.*}} : tensor<3xi64>)
+// CHECK:         linalg.map { math.exp }
+func.func @schedule_first(%values: tensor<?x2x4xf32>, %offsets: tensor<?xi64>) -> tensor<?x2x4xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %values, %c0 : tensor<?x2x4xf32>
+  %init = tensor.empty(%n) : tensor<?x2x4xf32>
+  %e = linalg.map { math.exp } ins(%values : tensor<?x2x4xf32>) outs(%init : tensor<?x2x4xf32>)
+  %x = ragged.pack %e[%offsets] : tensor<?x2x4xf32>, tensor<?xi64> -> !ragged.tensor<?, [L], 2, 4, f32>
+  %o = ragged.attention %x, %x, %x {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  %r = ragged.values %o : !ragged.tensor<?, [L], 2, 4, f32> -> tensor<?x2x4xf32>
+  return %r : tensor<?x2x4xf32>
+}

@@ -259,15 +259,28 @@ def _reshape(em: Emitter, node: fx.Node) -> ir.Value:
     if any(len(b) > 1 for _, b in groups):
         sizes = node.args[1]
         static, dynamic = [], []
-        for _, b in groups:
+        index = ir.IndexType.get()
+        for g, (_, b) in enumerate(groups):
+            dims = [result.shape[k] for k in b]
             for k in b:
                 size = result.shape[k]
                 static.append(size)
-                if size == dyn:
-                    arg = sizes[k]
-                    if not isinstance(arg, fx.Node):
-                        raise Unsupported(f"a dynamic split of size {arg!r}", node)
-                    dynamic.append(_index(em[arg]))
+                if size != dyn:
+                    continue
+                if dims.count(dyn) == 1:
+                    # The one dynamic dim of a group is the group's size in
+                    # the source over the others': derived from the source,
+                    # it is visibly the same size as the source's, which a
+                    # size from the host is not to IREE (and each check
+                    # that the two are equal would split its schedule).
+                    whole = tensor.dim(value, arith.constant(index, g))
+                    rest = product([d for d in dims if d != dyn])
+                    dynamic.append(whole if rest == 1 else arith.divui(whole, arith.constant(index, rest)))
+                    continue
+                arg = sizes[k]
+                if not isinstance(arg, fx.Node):
+                    raise Unsupported(f"a dynamic split of size {arg!r}", node)
+                dynamic.append(_index(em[arg]))
         reassociation, at = [], 0
         for _, b in groups:
             reassociation.append(list(range(at, at + len(b))))
