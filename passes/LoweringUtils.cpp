@@ -3,6 +3,7 @@
 #include "passes/LoweringUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -313,4 +314,55 @@ std::pair<Value, Value> Addressing::address(OpBuilder &b, Location loc,
     global = arith::SelectOp::create(b, loc, valid, next, zero);
   }
   return {valid, global};
+}
+
+Value lowering::floatConst(OpBuilder &b, Location loc, Type type, double v) {
+  return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
+}
+
+SmallVector<Value> lowering::loopIndices(OpBuilder &b, Location loc, unsigned rank) {
+  SmallVector<Value> idx;
+  for (unsigned d = 0; d < rank; ++d)
+    idx.push_back(linalg::IndexOp::create(b, loc, d));
+  return idx;
+}
+
+Value lowering::emptyLike(OpBuilder &b, Location loc, Value like, Type elementType) {
+  auto type = cast<RankedTensorType>(like.getType());
+  SmallVector<Value> dyn;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      dyn.push_back(dimOf(b, loc, like, d));
+  return emptyTensor(b, loc, type.getShape(),
+                     elementType ? elementType : type.getElementType(), dyn);
+}
+
+Value lowering::emptyRows(OpBuilder &b, Location loc, Value n, Value values) {
+  auto type = cast<RankedTensorType>(values.getType());
+  SmallVector<int64_t> shape{ShapedType::kDynamic};
+  SmallVector<Value> dyn{n};
+  for (int64_t d = 1; d < type.getRank(); ++d) {
+    shape.push_back(type.getDimSize(d));
+    if (type.isDynamicDim(d))
+      dyn.push_back(dimOf(b, loc, values, d));
+  }
+  return emptyTensor(b, loc, shape, type.getElementType(), dyn);
+}
+
+ValueRange lowering::forLoop(OpBuilder &b, Location loc, Value lo, Value hi,
+                   ValueRange init,
+                   function_ref<SmallVector<Value>(OpBuilder &, Location, Value,
+                                                   ValueRange)>
+                       body) {
+  auto loop = scf::ForOp::create(
+      b, loc, lo, hi, constIndex(b, loc, 1), init,
+      [&](OpBuilder &lb, Location ll, Value i, ValueRange acc) {
+        scf::YieldOp::create(lb, ll, body(lb, ll, i, acc));
+      });
+  return loop.getResults();
+}
+
+void lowering::assertAll(OpBuilder &b, Location loc, Value tensor, StringRef message,
+               function_ref<Value(OpBuilder &, Location, Value)> pred) {
+  cf::AssertOp::create(b, loc, allOf(b, loc, tensor, pred), message);
 }

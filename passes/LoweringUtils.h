@@ -55,6 +55,21 @@ Value parallelGeneric(
     ArrayRef<AffineMap> inputMaps,
     function_ref<Value(OpBuilder &, Location, ValueRange)> body);
 
+/// A float constant of `type`.
+Value floatConst(OpBuilder &b, Location loc, Type type, double v);
+/// Indices of every loop of the enclosing linalg.generic.
+SmallVector<Value> loopIndices(OpBuilder &b, Location loc, unsigned rank);
+/// An empty tensor shaped like `like` (its element type unless given).
+Value emptyLike(OpBuilder &b, Location loc, Value like, Type elementType = {});
+/// An empty tensor `[n, trailing dims of values...]`.
+Value emptyRows(OpBuilder &b, Location loc, Value n, Value values);
+/// Loop `for i in [lo, hi)` carrying `init`; `body` returns the next values.
+ValueRange forLoop(OpBuilder &b, Location loc, Value lo, Value hi, ValueRange init,
+                   function_ref<SmallVector<Value>(OpBuilder &, Location, Value, ValueRange)> body);
+/// Fails the call unless `pred` holds for every element of 1-D `tensor`.
+void assertAll(OpBuilder &b, Location loc, Value tensor, StringRef message,
+               function_ref<Value(OpBuilder &, Location, Value)> pred);
+
 /// Emits "op cannot be lowered: why" and fails the pattern.
 LogicalResult unsupported(Operation *op, const Twine &why);
 
