@@ -69,21 +69,6 @@ struct ConvertRaggedToLinalgPass
     if (encodings.wasInterrupted())
       return signalPassFailure();
 
-    // IREE's attention is built by name, for IREE to parse.
-    if (ireeAttention) {
-      if (!ctx->allowsUnregisteredDialects()) {
-        emitError(getOperation().getLoc())
-            << "iree-attention emits iree_linalg_ext.attention and "
-               "iree_linalg_ext.gather, which this context does not know: "
-               "allow unregistered dialects "
-               "(ragged-opt --allow-unregistered-dialect)";
-        return signalPassFailure();
-      }
-      target.addLegalOp(OperationName("iree_linalg_ext.attention", ctx));
-      target.addLegalOp(OperationName("iree_linalg_ext.yield", ctx));
-      target.addLegalOp(OperationName("iree_linalg_ext.gather", ctx));
-    }
-
     RewritePatternSet patterns(ctx);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);
@@ -93,7 +78,6 @@ struct ConvertRaggedToLinalgPass
     RaggedLoweringOptions options;
     options.balanceTile = balanceTile;
     options.attentionBuckets = attentionBuckets;
-    options.ireeAttention = ireeAttention;
     populateRaggedComputeToLinalgPatterns(converter, patterns, options);
 
     // Partial: ops of other dialects (affine maps from torch-mlir, ops

@@ -34,11 +34,6 @@ struct RaggedLoweringOptions {
   /// When > 0, attention runs densely per length bucket (that many buckets);
   /// 0 computes exactly sum L(b)^2 scores in segment loops.
   int64_t attentionBuckets = 3;
-  /// Attention as IREE's fused `iree_linalg_ext.attention` on a static
-  /// ladder of length buckets (f32, static heads and head size; other
-  /// attentions keep the choice above). Emits an op this context does not
-  /// know, so the context must allow unregistered dialects.
-  bool ireeAttention = false;
 };
 
 /// Patterns lowering the compute ops (elementwise, matmul, reductions,
@@ -46,6 +41,10 @@ struct RaggedLoweringOptions {
 void populateRaggedComputeToLinalgPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns,
     const RaggedLoweringOptions &options = {});
+
+/// The pattern of ragged-attention-to-iree: f32 ragged.attention with static
+/// heads and head size on IREE's fused attention by length buckets.
+void populateRaggedAttentionToIreePatterns(RewritePatternSet &patterns);
 
 /// Patterns expanding f64 `math.tanh` and `math.erf` into f64 `exp`, `log`
 /// and arithmetic, to a few ulps (`ragged-expand-math`).

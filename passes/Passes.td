@@ -44,18 +44,46 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
            "Run attention densely per length bucket (sizes maxL/2^k), with at "
            "most 2x padding per item in all but the shortest bucket; 0 computes "
            "exactly the sum of L(b)^2 scores in segment loops">,
-    Option<"ireeAttention", "iree-attention", "bool", /*default=*/"false",
-           "Emit f32 attention with static heads and head size as IREE's "
-           "fused iree_linalg_ext.attention on a static ladder of length "
-           "buckets (16 to 1024 rows, 1.5x apart, and one of max L); the op "
-           "is unregistered here, so the context must allow unregistered "
-           "dialects">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::cf::ControlFlowDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
+def RaggedAttentionToIreePass : Pass<"ragged-attention-to-iree", "ModuleOp"> {
+  let summary = "Runs ragged.attention on IREE's fused attention kernel";
+  let description = [{
+    The IREE-specific part of the lowering, run before
+    `convert-ragged-to-linalg`, which emits upstream dialects only. f32
+    attention with static heads and head size runs by length buckets on a
+    static ladder (16 to 1024 rows, 1.5x apart, and one bucket of max L):
+    IREE's `iree_linalg_ext.gather` reads each bucket's blocks from the
+    packed rows, IREE's fused `iree_linalg_ext.attention` (online softmax, no
+    score blocks) runs on them under a key mask, and one gather reads the
+    packed rows back. IREE's CPU codegen picks fast tiles only for a static
+    bucket size, hence the ladder. The IREE ops are built by name for IREE
+    to parse, so the context must allow unregistered dialects. Other
+    attentions are left for `convert-ragged-to-linalg`.
+
+    The rewrite stays at the ragged level:
+    ```mlir
+    %o = ragged.attention %q, %k, %v {scale = 0.5 : f64}
+        : !ragged.tensor<?, [L], 2, 4, f32>
+    ```
+    becomes `ragged.values` of the operands and `ragged.offsets` of `L` (read
+    through a `ragged.pack` where there is one), the bucket schedule built
+    from the offsets, the IREE gathers and attentions, and
+    `ragged.pack %out[%offsets]`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::ragged::RaggedDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
   ];

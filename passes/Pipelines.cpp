@@ -27,8 +27,9 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
       llvm::cl::init(3)};
   Option<bool> ireeAttention{
       *this, "iree-attention",
-      llvm::cl::desc("Attention as iree_linalg_ext.attention on static "
-                     "length buckets (needs unregistered dialects allowed)"),
+      llvm::cl::desc("Run ragged-attention-to-iree first: f32 attention as "
+                     "iree_linalg_ext.attention on static length buckets "
+                     "(needs unregistered dialects allowed)"),
       llvm::cl::init(true)};
 };
 } // namespace
@@ -41,7 +42,8 @@ void mlir::ragged::registerRaggedPipelines() {
         ConvertRaggedToLinalgPassOptions lowering;
         lowering.balanceTile = options.balanceTile;
         lowering.attentionBuckets = options.attentionBuckets;
-        lowering.ireeAttention = options.ireeAttention;
+        if (options.ireeAttention)
+          pm.addPass(createRaggedAttentionToIreePass());
         pm.addPass(createConvertRaggedToLinalgPass(lowering));
         pm.addPass(createExpandMathPass());
         pm.addPass(createCanonicalizerPass());

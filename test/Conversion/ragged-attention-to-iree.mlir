@@ -1,9 +1,10 @@
-// RUN: ragged-opt %s --allow-unregistered-dialect --convert-ragged-to-linalg="iree-attention=1" | FileCheck %s --implicit-check-not=ragged.
-// RUN: not ragged-opt %s --convert-ragged-to-linalg="iree-attention=1" 2>&1 | FileCheck %s --check-prefix=UNREGISTERED
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree --convert-ragged-to-linalg | FileCheck %s --implicit-check-not=ragged.
+// RUN: not ragged-opt %s --ragged-attention-to-iree 2>&1 | FileCheck %s --check-prefix=UNREGISTERED
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree | FileCheck %s --check-prefix=RAGGED
 
-// UNREGISTERED: error: iree-attention emits iree_linalg_ext.attention and iree_linalg_ext.gather, which this context does not know: allow unregistered dialects
+// UNREGISTERED: error: ragged-attention-to-iree emits iree_linalg_ext.attention and iree_linalg_ext.gather, which this context does not know: allow unregistered dialects
 
-// With iree-attention, f32 attention with static heads and head size runs on
+// f32 attention with static heads and head size runs on
 // the static ladder (12 sizes, 16 to 1024, and an overflow bucket of maxL
 // rows): bucket counts over 13 buckets; per bucket the source row and key
 // mask of every slot [n, S], IREE's row gathers (iree_linalg_ext.gather, in
@@ -128,4 +129,25 @@ func.func @chained(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, 
   %a = ragged.attention %q, %k, %v {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
   %o = ragged.attention %a, %k, %v {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
   return %o : !ragged.tensor<?, [L], 2, 4, f32>
+}
+
+// The pass itself stays at the ragged level: the packed values and offsets
+// of the operands in, ragged.pack of the output rows out; attention IREE's
+// kernel does not take (here f64) is left for convert-ragged-to-linalg.
+// RAGGED-LABEL: func.func @ragged_level
+// RAGGED-SAME:    (%[[Q:.*]]: !ragged.tensor<?, [L], 2, 4, f32>, %[[D:.*]]: !ragged.tensor<?, [L], 2, 4, f64>)
+// RAGGED-DAG:     %[[OFF:.*]] = ragged.offsets %[[Q]]["L"]
+// RAGGED-DAG:     %[[QV:.*]] = ragged.values %[[Q]]
+// RAGGED:         "iree_linalg_ext.attention"
+// RAGGED:         tensor.concat
+// RAGGED:         ragged.pack %{{.*}}[%[[OFF]]]
+// RAGGED:         ragged.attention %[[D]], %[[D]], %[[D]]
+// CHECK-LABEL: func.func @ragged_level
+// CHECK:         "iree_linalg_ext.attention"
+// CHECK:         return
+func.func @ragged_level(%q: !ragged.tensor<?, [L], 2, 4, f32>, %d: !ragged.tensor<?, [L], 2, 4, f64>)
+    -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f64>) {
+  %o = ragged.attention %q, %q, %q {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  %e = ragged.attention %d, %d, %d {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f64>
+  return %o, %e : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f64>
 }

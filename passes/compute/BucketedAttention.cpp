@@ -1,0 +1,438 @@
+//===- BucketedAttention.cpp - attention by length buckets --------------===//
+//
+// See BucketedAttention.h. Schedule: each non-empty item's bucket, the items
+// per bucket (read on the host: they size the blocks), each item's first
+// output-slab row and the item at each rank, all from the offsets alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/compute/BucketedAttention.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::ragged;
+using namespace mlir::ragged::lowering;
+
+namespace {
+
+/// A linalg.generic with explicit maps (inputs then output) and iterators.
+Value structured(OpBuilder &b, Location loc, Value init, ValueRange inputs,
+                 ArrayRef<AffineMap> maps, ArrayRef<utils::IteratorType> iters,
+                 function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), inputs, ValueRange{init}, maps, iters,
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               linalg::YieldOp::create(nb, l, ValueRange{body(nb, l, args)});
+             })
+      .getResult(0);
+}
+
+/// Where the blocks lie. Host values: counts[k] = n_k, bases[k] = first
+/// output-slab row of bucket k (sum over j < k of n_j S_j), firsts[k] =
+/// sum over j < k of n_j, sizes[k] = S_k. Device tensors:
+/// itemAt[j], the j-th non-empty item in (bucket, batch) order, and
+/// slabStart[b], the first output-slab row of item b.
+struct Layout {
+  SmallVector<Value> counts, bases, firsts, sizes;
+  Value itemAt, slabStart;
+  /// bases, firsts and sizes as [K] i64 tensors. slabStart reads them
+  /// rather than the host values: captured scalars become push constants,
+  /// and 13 buckets' worth exceeds IREE's CPU limit of 64 per dispatch.
+  Value baseTable, firstTable, sizeTable;
+};
+
+Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> sizes) {
+  MLIRContext *ctx = b.getContext();
+  Type i64 = b.getI64Type();
+  int64_t numBuckets = sizes.size();
+  Value numItems = dimOf(b, loc, lo, 0);
+  AffineMap id1 = b.getMultiDimIdentityMap(1);
+  Value itemInit = emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {numItems});
+  // Bucket of each item, -1 when empty.
+  Value bucketOf = parallelGeneric(b, loc, itemInit, {lo, hi}, {id1, id1}, [&](OpBuilder &nb, Location l, ValueRange a) {
+    Value len = arith::IndexCastOp::create(nb, l, nb.getIndexType(), arith::SubIOp::create(nb, l, a[1], a[0]));
+    Value bucket = constIndex(nb, l, numBuckets - 1);
+    for (int64_t kk = numBuckets - 2; kk >= 0; --kk) {
+      Value fits = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, len, sizes[kk]);
+      bucket = arith::SelectOp::create(nb, l, fits, constIndex(nb, l, kk), bucket);
+    }
+    Value empty = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, len, constIndex(nb, l, 0));
+    bucket = arith::SelectOp::create(nb, l, empty, constIndex(nb, l, -1), bucket);
+    return arith::IndexCastOp::create(nb, l, nb.getI64Type(), bucket);
+  });
+  // Items per bucket, read on the host: they size the blocks.
+  Value zero64 = arith::ConstantIntOp::create(b, loc, i64, 0);
+  Value countInit = linalg::FillOp::create(b, loc, zero64, emptyTensor(b, loc, {numBuckets}, i64, {})).getResult(0);
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  Value countTensor = structured(
+      b, loc, countInit, {bucketOf}, {AffineMap::get(2, 0, d(1), ctx), AffineMap::get(2, 0, d(0), ctx)},
+      {utils::IteratorType::parallel, utils::IteratorType::reduction}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value kk = arith::IndexCastOp::create(nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, 0));
+        Value same = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, a[0], kk);
+        return arith::AddIOp::create(nb, l, a[1], arith::ExtUIOp::create(nb, l, nb.getI64Type(), same));
+      });
+  Layout lay;
+  lay.sizes.assign(sizes.begin(), sizes.end());
+  Value base = constIndex(b, loc, 0), first = constIndex(b, loc, 0);
+  for (int64_t kk = 0; kk < numBuckets; ++kk) {
+    Value n = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(), tensor::ExtractOp::create(b, loc, countTensor, ValueRange{constIndex(b, loc, kk)}));
+    lay.counts.push_back(n);
+    lay.bases.push_back(base);
+    lay.firsts.push_back(first);
+    base = arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, n, sizes[kk]));
+    first = arith::AddIOp::create(b, loc, first, n);
+  }
+  auto table = [&](ArrayRef<Value> values) -> Value {
+    SmallVector<Value> asI64;
+    for (Value x : values)
+      asI64.push_back(arith::IndexCastOp::create(b, loc, i64, x));
+    return tensor::FromElementsOp::create(b, loc, RankedTensorType::get({numBuckets}, i64), asI64);
+  };
+  lay.baseTable = table(lay.bases);
+  lay.firstTable = table(lay.firsts);
+  lay.sizeTable = table(lay.sizes);
+  // Rank of each non-empty item in (bucket, batch) order, and its first
+  // slab row: bases[k] + (rank - firsts[k]) * S_k.
+  Value rank = parallelGeneric(b, loc, itemInit, {bucketOf}, {id1}, [&](OpBuilder &nb, Location l, ValueRange a) {
+    Value item = linalg::IndexOp::create(nb, l, 0);
+    Value zero = arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 0);
+    Value one = arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 1);
+    return forLoop(nb, l, constIndex(nb, l, 0), numItems, {zero}, [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
+      Value other = tensor::ExtractOp::create(lb, ll, bucketOf, j);
+      Value nonEmpty = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::sge, other, zero);
+      Value lower = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::slt, other, a[0]);
+      Value same = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::eq, other, a[0]);
+      Value earlier = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::ult, j, item);
+      Value before = arith::AndIOp::create(lb, ll, nonEmpty,
+                                           arith::OrIOp::create(lb, ll, lower, arith::AndIOp::create(lb, ll, same, earlier)));
+      return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], arith::SelectOp::create(lb, ll, before, one, zero))};
+    })[0];
+  });
+  lay.slabStart = parallelGeneric(b, loc, itemInit, {bucketOf, rank}, {id1, id1}, [&](OpBuilder &nb, Location l, ValueRange a) {
+    // Empty items own no slab rows; clamp their bucket to read the tables.
+    Value bucket = arith::IndexCastOp::create(
+        nb, l, nb.getIndexType(), arith::MaxSIOp::create(nb, l, a[0], arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 0)));
+    auto at = [&](Value t) { return tensor::ExtractOp::create(nb, l, t, ValueRange{bucket}).getResult(); };
+    Value inBucket = arith::SubIOp::create(nb, l, a[1], at(lay.firstTable));
+    return arith::AddIOp::create(nb, l, at(lay.baseTable), arith::MulIOp::create(nb, l, inBucket, at(lay.sizeTable)));
+  });
+  lay.itemAt = parallelGeneric(
+      b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {first}), {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
+        Value j = arith::IndexCastOp::create(nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, 0));
+        Value zero = arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 0);
+        return forLoop(nb, l, constIndex(nb, l, 0), numItems, {zero}, [&](OpBuilder &lb, Location ll, Value c, ValueRange acc) {
+          Value hit = arith::AndIOp::create(
+              lb, ll,
+              arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::eq, tensor::ExtractOp::create(lb, ll, rank, c), j),
+              arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::sge, tensor::ExtractOp::create(lb, ll, bucketOf, c), zero));
+          Value cc = arith::IndexCastOp::create(lb, ll, lb.getI64Type(), c);
+          return SmallVector<Value>{arith::SelectOp::create(lb, ll, hit, cc, acc[0])};
+        })[0];
+      });
+  return lay;
+}
+
+} // namespace
+
+Value lowering::bucketedAttention(OpBuilder &rewriter, Location loc, Value q, Value k, Value v, Value offsets,
+                                  const AttnShape &shape, const BucketKernel &kernel) {
+  MLIRContext *ctx = rewriter.getContext();
+  Type elem = shape.elem;
+  Type i64 = rewriter.getI64Type();
+  auto valuesType = cast<RankedTensorType>(q.getType());
+  OpBuilder::InsertPoint here = rewriter.saveInsertionPoint();
+
+  // The schedule (bucket sizes, items per bucket, read on the host)
+  // depends on the offsets alone: it is computed where they are defined,
+  // so that the host reads it before any work is queued. Computed at the
+  // attention, the read would split the work before and after it into two
+  // submissions, each with its own transient memory.
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPointAfterValue(offsets);
+  auto [lo, hi] = segmentBounds(rewriter, loc, offsets);
+  Value maxLen = maxSegmentLength(rewriter, loc, offsets);
+  // Bucket sizes: static where known, and as values.
+  SmallVector<int64_t> staticSizes;
+  SmallVector<Value> sizes;
+  if (!kernel.staticLadder.empty()) {
+    for (int64_t s : kernel.staticLadder) {
+      staticSizes.push_back(s);
+      sizes.push_back(constIndex(rewriter, loc, s));
+    }
+    staticSizes.push_back(ShapedType::kDynamic);
+    sizes.push_back(maxLen);
+  } else {
+    for (int64_t kk = 0; kk < kernel.buckets; ++kk) {
+      Value div = constIndex(rewriter, loc, int64_t(1) << (kernel.buckets - 1 - kk));
+      staticSizes.push_back(ShapedType::kDynamic);
+      sizes.push_back(arith::CeilDivUIOp::create(rewriter, loc, maxLen, div));
+    }
+  }
+  Layout lay = layout(rewriter, loc, lo, hi, sizes);
+  rewriter.restoreInsertionPoint(here);
+  // The kernel's row gathers, for distinct operands only (a shared operand
+  // is one linalg gather, one block).
+  bool rowGathers = kernel.gatherRows && q != k && q != v && k != v;
+  // With `dropUnitHead`, one head reads [rows, d] views of the values.
+  bool dropHead = kernel.dropUnitHead && valuesType.getDimSize(1) == 1;
+  SmallVector<ReassociationIndices> headOf{{0}, {1, 2}};
+  SmallVector<std::pair<Value, Value>> views;
+  auto rowsOf = [&](Value values) -> Value {
+    if (!dropHead)
+      return values;
+    for (auto [from, to] : views)
+      if (from == values)
+        return to;
+    Value view = tensor::CollapseShapeOp::create(rewriter, loc, values, headOf);
+    views.push_back({values, view});
+    return view;
+  };
+  Value qv = rowsOf(q), kv = rowsOf(k), vv = rowsOf(v);
+  // An operand that is itself rows gathered by the kernel (the last step
+  // of another attention) is read from that gather's source through the
+  // composed row index.
+  SmallVector<std::optional<GatheredRows>, 3> rerouted(3);
+  if (rowGathers && kernel.gatheredRows)
+    for (auto [i, operand] : llvm::enumerate(ValueRange{qv, kv, vv}))
+      rerouted[i] = kernel.gatheredRows(rewriter, loc, operand);
+  // Dims of a row ([H, d], or [d] for a dropped head) and their sizes.
+  auto rowType = cast<RankedTensorType>(qv.getType());
+  SmallVector<int64_t> rowShape(rowType.getShape().drop_front());
+  unsigned rowRank = rowShape.size();
+  SmallVector<OpFoldResult> rowSizes = tensor::getMixedSizes(rewriter, loc, qv);
+  rowSizes.erase(rowSizes.begin());
+  // [n, S] then each row dim: how blocks and rows reshape into each other.
+  SmallVector<ReassociationIndices> slotsThenRow{{0, 1}};
+  for (unsigned i = 0; i < rowRank; ++i)
+    slotsThenRow.push_back({i + 2});
+
+  // Each bucket's blocks [n, S, H, d] of q, k and v come from one gather
+  // of the packed rows (rows past an item's length repeat its last row:
+  // they are masked as keys and dropped as queries), attention runs on
+  // them, and its output, as rows, is the next part of the output slab.
+  SmallVector<Value> outBlocks;
+  for (size_t kk = 0; kk < sizes.size(); ++kk) {
+    // Dynamic sizes of the [n, S] slot tensors and the [n, S, H, d] blocks.
+    SmallVector<Value> dyn2{lay.counts[kk]};
+    if (ShapedType::isDynamic(staticSizes[kk]))
+      dyn2.push_back(sizes[kk]);
+    SmallVector<Value> dynBlock = dyn2;
+    for (unsigned i = 0; i < rowRank; ++i)
+      if (rowType.isDynamicDim(i + 1))
+        dynBlock.push_back(dimOf(rewriter, loc, qv, i + 1));
+    SmallVector<int64_t> blockShape{ShapedType::kDynamic, staticSizes[kk]};
+    llvm::append_range(blockShape, rowShape);
+    auto blockType = RankedTensorType::get(blockShape, elem);
+    // The item in slot `slot` of this bucket, the row `i` of it that the
+    // block reads, and whether `i` lies inside the item.
+    Value first = lay.firsts[kk];
+    auto slotRow = [&](OpBuilder &b, Location l, Value slot, Value i) {
+      Value item = loadIndex(b, l, lay.itemAt, ValueRange{arith::AddIOp::create(b, l, first, slot)});
+      Value start = loadIndex(b, l, lo, item);
+      Value len = arith::SubIOp::create(b, l, loadIndex(b, l, hi, item), start);
+      Value last = arith::SubIOp::create(b, l, len, constIndex(b, l, 1));
+      Value row = arith::AddIOp::create(b, l, start, arith::MinUIOp::create(b, l, i, last));
+      Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, len);
+      return std::make_pair(row, valid);
+    };
+    auto slotInit = [&](Type type) {
+      return emptyTensor(rewriter, loc, {ShapedType::kDynamic, staticSizes[kk]}, type, dyn2);
+    };
+    Value qb, kb, vb, mask;
+    if (rowGathers) {
+      // The source row and key mask of every slot [n, S], then IREE's
+      // row gathers: IREE flattens a linalg.generic gather to one loop
+      // over elements, with index arithmetic and a scalar load for each.
+      Value rowInit = slotInit(i64), maskInit = slotInit(rewriter.getI1Type());
+      auto table = linalg::GenericOp::create(
+          rewriter, loc, TypeRange{rowInit.getType(), maskInit.getType()}, ValueRange{}, ValueRange{rowInit, maskInit},
+          SmallVector<AffineMap>(2, rewriter.getMultiDimIdentityMap(2)),
+          SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
+          [&](OpBuilder &b, Location l, ValueRange) {
+            auto [row, valid] = slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1));
+            linalg::YieldOp::create(b, l, ValueRange{arith::IndexCastOp::create(b, l, b.getI64Type(), row), valid});
+          });
+      mask = table.getResult(1);
+      Value slots = tensor::CollapseShapeOp::create(rewriter, loc, table.getResult(0),
+                                                    SmallVector<ReassociationIndices>{{0, 1}});
+      SmallVector<OpFoldResult> blockSizes{lay.counts[kk], getAsOpFoldResult(sizes[kk])};
+      llvm::append_range(blockSizes, rowSizes);
+      auto block = [&](Value operand, const std::optional<GatheredRows> &rows) -> Value {
+        Value gathered;
+        if (rows) {
+          // Slot j reads row index[slots[j]] of the earlier gather's source.
+          AffineMap id1 = rewriter.getMultiDimIdentityMap(1);
+          Value composed = parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, slots), {slots}, {id1},
+                                           [&](OpBuilder &b, Location l, ValueRange a) {
+                                             Value at = arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
+                                             return tensor::ExtractOp::create(b, l, rows->index, at).getResult();
+                                           });
+          gathered = kernel.gatherRows(rewriter, loc, rows->source, composed);
+        } else {
+          gathered = kernel.gatherRows(rewriter, loc, operand, slots);
+        }
+        return tensor::ExpandShapeOp::create(rewriter, loc, blockType, gathered, slotsThenRow, blockSizes)
+            .getResult();
+      };
+      qb = block(qv, rerouted[0]), kb = block(kv, rerouted[1]), vb = block(vv, rerouted[2]);
+    } else {
+      // One gather of the three blocks, or, when operands are shared,
+      // one gather per distinct source: a shared operand is one block.
+      // IREE merges results that yield the same value, and fails on a
+      // gather one of whose several results feeds two operands of its
+      // attention ('linalg.yield' op expected number of yield values (2)
+      // to match ... (1)).
+      SmallVector<Value> sources;
+      for (Value source : {qv, kv, vv})
+        if (!llvm::is_contained(sources, source))
+          sources.push_back(source);
+      unsigned loops = blockType.getRank();
+      auto gather = [&](ArrayRef<Value> from) {
+        Value init = emptyTensor(rewriter, loc, blockShape, elem, dynBlock);
+        return linalg::GenericOp::create(
+                   rewriter, loc, SmallVector<Type>(from.size(), blockType), ValueRange{},
+                   SmallVector<Value>(from.size(), init),
+                   SmallVector<AffineMap>(from.size(), rewriter.getMultiDimIdentityMap(loops)),
+                   SmallVector<utils::IteratorType>(loops, utils::IteratorType::parallel),
+                   [&](OpBuilder &b, Location l, ValueRange) {
+                     SmallVector<Value> at{
+                         slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1)).first};
+                     for (unsigned i = 2; i < loops; ++i)
+                       at.push_back(linalg::IndexOp::create(b, l, i));
+                     SmallVector<Value> read;
+                     for (Value source : from)
+                       read.push_back(tensor::ExtractOp::create(b, l, source, at));
+                     linalg::YieldOp::create(b, l, read);
+                   })
+            .getResults();
+      };
+      SmallVector<Value> blocks;
+      if (sources.size() == 3)
+        llvm::append_range(blocks, gather(sources));
+      else
+        for (Value source : sources)
+          blocks.push_back(gather(source).front());
+      auto blockOf = [&](Value source) { return blocks[llvm::find(sources, source) - sources.begin()]; };
+      mask = parallelGeneric(rewriter, loc, slotInit(rewriter.getI1Type()), {}, {},
+                             [&](OpBuilder &b, Location l, ValueRange) {
+                               return slotRow(b, l, linalg::IndexOp::create(b, l, 0),
+                                              linalg::IndexOp::create(b, l, 1))
+                                   .second;
+                             });
+      qb = blockOf(qv), kb = blockOf(kv), vb = blockOf(vv);
+    }
+    Value out = kernel.attend(rewriter, loc, qb, kb, vb, mask, shape);
+    outBlocks.push_back(tensor::CollapseShapeOp::create(rewriter, loc, out, slotsThenRow));
+  }
+  Value outSlab = tensor::ConcatOp::create(rewriter, loc, /*dim=*/0, outBlocks);
+
+  // Back to packed rows: row r of item b is slab row slabStart[b] + r - lo[b].
+  Value rows = dimOf(rewriter, loc, q, 0);
+  Value slabRow = parallelGeneric(
+      rewriter, loc, emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {rows}), {}, {},
+      [&](OpBuilder &b, Location l, ValueRange) {
+        Value r = linalg::IndexOp::create(b, l, 0);
+        Value item = findSegment(b, l, offsets, r);
+        Value at = arith::AddIOp::create(b, l, loadIndex(b, l, lay.slabStart, item),
+                                         arith::SubIOp::create(b, l, r, loadIndex(b, l, lo, item)));
+        return arith::IndexCastOp::create(b, l, b.getI64Type(), at);
+      });
+  Value out = rowGathers ? kernel.gatherRows(rewriter, loc, outSlab, slabRow)
+                          : parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, qv), {}, {},
+                                            [&](OpBuilder &b, Location l, ValueRange) {
+                                              SmallVector<Value> at{loadIndex(
+                                                  b, l, slabRow, ValueRange{linalg::IndexOp::create(b, l, 0)})};
+                                              for (unsigned i = 1; i <= rowRank; ++i)
+                                                at.push_back(linalg::IndexOp::create(b, l, i));
+                                              return tensor::ExtractOp::create(b, l, outSlab, at).getResult();
+                                            });
+  if (dropHead)
+    out = tensor::ExpandShapeOp::create(rewriter, loc, valuesType, out, headOf,
+                                        tensor::getMixedSizes(rewriter, loc, q));
+  return out;
+}
+
+Value lowering::linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
+                                Value keyMask, const AttnShape &blk) {
+  MLIRContext *ctx = b.getContext();
+  int64_t dyn = ShapedType::kDynamic;
+  Type elem = blk.elem;
+  auto blockType = cast<RankedTensorType>(qBlock.getType());
+  int64_t sStatic = blockType.getDimSize(1), hStatic = blockType.getDimSize(2);
+  Value items = dimOf(b, loc, qBlock, 0), size = dimOf(b, loc, qBlock, 1);
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  auto par = utils::IteratorType::parallel, red = utils::IteratorType::reduction;
+  auto dynOf = [&](ArrayRef<int64_t> shape, ArrayRef<Value> values) {
+    SmallVector<Value> out;
+    for (auto [extent, value] : llvm::zip(shape, values))
+      if (ShapedType::isDynamic(extent))
+        out.push_back(value);
+    return out;
+  };
+  Value zero = floatConst(b, loc, elem, 0.0);
+  Value ninf = floatConst(b, loc, elem, -std::numeric_limits<double>::infinity());
+  // Loops (b, h, m, j, e): item, head, query, key, head column.
+  auto map5 = [&](ArrayRef<AffineExpr> r) { return AffineMap::get(5, 0, r, ctx); };
+  AffineMap rowsOf = map5({d(0), d(2), d(1), d(4)}), keysOf = map5({d(0), d(3), d(1), d(4)});
+  AffineMap pairOf = map5({d(0), d(1), d(2), d(3)});
+  auto mulAdd = [&](OpBuilder &nb, Location l, ValueRange a) {
+    return arith::AddFOp::create(nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1])).getResult();
+  };
+  // scores[b, h, m, j] = sum_e q[b, m, h, e] k[b, j, h, e].
+  SmallVector<int64_t> sShape{dyn, hStatic, sStatic, sStatic};
+  Value heads = dimOf(b, loc, qBlock, 2);
+  Value sEmpty = emptyTensor(b, loc, sShape, elem, dynOf(sShape, {items, heads, size, size}));
+  Value sInit = linalg::FillOp::create(b, loc, zero, sEmpty).getResult(0);
+  Value scores = structured(b, loc, sInit, {qBlock, kBlock}, {rowsOf, keysOf, pairOf}, {par, par, par, par, red},
+                            mulAdd);
+  // Masked, scaled logits: keys past the item's length (and the future,
+  // when causal) get -inf. Loops (b, h, i, j).
+  auto logit = [&](OpBuilder &nb, Location l, Value s, Value ok) {
+    if (blk.causal)
+      ok = arith::AndIOp::create(nb, l, ok,
+                                 arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, linalg::IndexOp::create(nb, l, 3),
+                                                       linalg::IndexOp::create(nb, l, 2)));
+    Value scaled = arith::MulFOp::create(nb, l, s, floatConst(nb, l, elem, blk.scale));
+    return arith::SelectOp::create(nb, l, ok, scaled, ninf).getResult();
+  };
+  AffineMap all4 = b.getMultiDimIdentityMap(4);
+  AffineMap row4 = AffineMap::get(4, 0, {d(0), d(1), d(2)}, ctx);
+  AffineMap key4 = AffineMap::get(4, 0, {d(0), d(3)}, ctx);
+  SmallVector<int64_t> rShape{dyn, hStatic, sStatic};
+  SmallVector<Value> rDyn = dynOf(rShape, {items, heads, size});
+  Value maxInit = linalg::FillOp::create(b, loc, ninf, emptyTensor(b, loc, rShape, elem, rDyn)).getResult(0);
+  Value maxima = structured(b, loc, maxInit, {scores, keyMask}, {all4, key4, row4}, {par, par, par, red},
+                            [&](OpBuilder &nb, Location l, ValueRange a) {
+                              return arith::MaximumFOp::create(nb, l, a[2], logit(nb, l, a[0], a[1]));
+                            });
+  Value weights = structured(b, loc, sEmpty, {scores, keyMask, maxima}, {all4, key4, row4, all4},
+                             {par, par, par, par}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                               return math::ExpOp::create(
+                                          nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]))
+                                   .getResult();
+                             });
+  Value sumInit = linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, rShape, elem, rDyn)).getResult(0);
+  Value sums = structured(b, loc, sumInit, {weights}, {all4, row4}, {par, par, par, red},
+                          [&](OpBuilder &nb, Location l, ValueRange a) {
+                            return arith::AddFOp::create(nb, l, a[1], a[0]).getResult();
+                          });
+  // out[b, m, h, e] = sum_j weights[b, h, m, j] v[b, j, h, e] / sums[b, h, m].
+  // Loops (b, h, m, e, j): the reduction innermost.
+  Value oInit = linalg::FillOp::create(b, loc, zero, emptyLike(b, loc, qBlock)).getResult(0);
+  Value out = structured(b, loc, oInit, {weights, vBlock},
+                         {map5({d(0), d(1), d(2), d(4)}), map5({d(0), d(4), d(1), d(3)}), map5({d(0), d(2), d(1), d(3)})},
+                         {par, par, par, par, red}, mulAdd);
+  AffineMap sumOf = AffineMap::get(4, 0, {d(0), d(2), d(1)}, ctx);
+  return parallelGeneric(b, loc, emptyLike(b, loc, qBlock), {out, sums}, {all4, sumOf},
+                         [&](OpBuilder &nb, Location l, ValueRange a) {
+                           return arith::DivFOp::create(nb, l, a[0], a[1]).getResult();
+                         });
+}

@@ -1,0 +1,80 @@
+//===- BucketedAttention.h - attention by length buckets -------*- C++ -*-===//
+//
+// The bucketed lowering of ragged.attention on packed values, shared by the
+// upstream lowering (convert-ragged-to-linalg: dynamic ladder, linalg
+// kernel) and IREE's (ragged-attention-to-iree: static ladder, fused kernel,
+// IREE's row gathers), which differ only in their `BucketKernel`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef RAGGED_PASSES_COMPUTE_BUCKETEDATTENTION_H
+#define RAGGED_PASSES_COMPUTE_BUCKETEDATTENTION_H
+
+#include "passes/LoweringUtils.h"
+
+#include <optional>
+
+namespace mlir::ragged::lowering {
+
+/// What every bucket's attention shares.
+struct AttnShape {
+  bool causal;
+  double scale;
+  Type elem;
+};
+
+/// Rows gathered by a kernel's row gather: row i of a value is row
+/// `index[i]` of `source`.
+struct GatheredRows {
+  Value source, index;
+};
+
+/// How a backend runs the buckets.
+struct BucketKernel {
+  /// Static bucket sizes, to which one bucket of max L rows is added; empty
+  /// for `buckets` dynamic sizes ceil(maxL / 2^(buckets-1-k)).
+  ArrayRef<int64_t> staticLadder;
+  int64_t buckets = 0;
+  /// Dense attention on the [n, S, H, d] blocks (or [n, S, d], see
+  /// `dropUnitHead`) under an [n, S] i1 key mask.
+  Value (*attend)(OpBuilder &, Location, Value q, Value k, Value v, Value keyMask, const AttnShape &) = nullptr;
+  /// A whole-row gather (`rows` [M] i64 of `source` [R, ...]), used when q,
+  /// k and v are distinct; null: linalg.generic gathers.
+  Value (*gatherRows)(OpBuilder &, Location, Value source, Value rows) = nullptr;
+  /// The source and row index of a value `gatherRows` produced (seen
+  /// through reshapes), or nullopt; null: none is looked for.
+  std::optional<GatheredRows> (*gatheredRows)(OpBuilder &, Location, Value) = nullptr;
+  /// Operands with one head are read as [rows, d].
+  bool dropUnitHead = false;
+};
+
+/// Attention by length buckets. Every non-empty item goes to the smallest
+/// bucket that fits it; bucket k holds n_k items padded to S_k rows. Per
+/// bucket, one gather reads the blocks [n_k, S_k, H, d] of q, k and v from
+/// the packed rows (rows past an item's length repeat its last row: they
+/// are masked as keys and dropped as queries), and dense attention runs on
+/// them; the outputs, concatenated, form an output slab [sum_k n_k S_k, H,
+/// d] from which one gather reads the packed rows back. Gathering per
+/// bucket, rather than slicing one slab, spares IREE a copy of every slice;
+/// concatenating, rather than inserting into a slab, lets IREE write each
+/// output in place. The ladder and the kernel are the `BucketKernel`'s.
+///
+/// `q`, `k` and `v` are packed values [rows, H, d] under `offsets`; returns
+/// the output values. The schedule (bucket sizes, items per bucket, read on
+/// the host) is built right after `offsets` is defined, the rest at the
+/// builder's insertion point.
+Value bucketedAttention(OpBuilder &b, Location loc, Value q, Value k, Value v, Value offsets,
+                        const AttnShape &shape, const BucketKernel &kernel);
+
+/// Upstream linalg attention over [n, S, H, d] blocks, read in place:
+/// the two contractions index the blocks through their maps (batch dims
+/// item and head), so no transposes are materialised, and having two
+/// batch dims they stay plain contractions, which IREE tiles for the CPU
+/// without data tiling (it data-tiles only single-batch contractions).
+/// Scores [n, H, S, S] are materialised; masked keys get -inf.
+Value linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock, Value keyMask,
+                      const AttnShape &blk);
+
+} // namespace mlir::ragged::lowering
+
+#endif // RAGGED_PASSES_COMPUTE_BUCKETEDATTENTION_H
