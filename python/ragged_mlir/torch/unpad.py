@@ -766,7 +766,7 @@ class _Rewriter:
         if n.kwargs.get("dtype") is not None:
             raise _Refuse(f"{n.name}: a sum with a dtype")
         with self.graph.inserting_before(n.next):
-            rows = self.graph.call_function(aten.select.int, (src, 0, 0))
+            rows = self.graph.call_function(aten.squeeze.dim, (src, 0))
             new = self.graph.call_function(ragged.segment_reduce.default, (rows, self._offsets, "sum", 0.0))
             if keep:
                 new = self.graph.call_function(aten.unsqueeze.default, (new, 1))
@@ -877,9 +877,11 @@ class _Rewriter:
     def _packed_attention(self, anchor: fx.Node, q, k, v, offsets: fx.Node, scale: float) -> fx.Node:
         """``ragged.attention`` of ``[1, H, N, d]`` operands, as ``[1, H, N, d]``."""
         with self.graph.inserting_before(anchor):
+            # squeeze, not select: torch-mlir imports select as a full
+            # extract_slice, which keeps IREE from fusing the projection's
+            # bias add into its matmul.
             packed = [
-                self.graph.call_function(aten.select.int, (_heads_last(x, self.graph), 0, 0))
-                for x in (q, k, v)
+                self.graph.call_function(aten.squeeze.dim, (_heads_last(x, self.graph), 0)) for x in (q, k, v)
             ]
             out = self.graph.call_function(ragged.attention.default, (*packed, offsets, float(scale), False))
             tokens = self.graph.call_function(aten.unsqueeze.default, (out, 0))  # [1, N, H, d]
