@@ -171,6 +171,44 @@ def test_roberta_shaped_position_ids():
     assert rb.stats["fallbacks"] == before["fallbacks"]
 
 
+def test_unpadded_graph_schedules_as_one_submission(tmp_path):
+    """What keeps the unpadded graph in one IREE submission (one transient
+    allocation, no host sync between dispatches): its views import as
+    reshapes of static sizes (no ``tensor.reshape`` through a shape tensor,
+    which IREE reads back), and the attention schedule, read on the host,
+    is built before the first dense piece runs."""
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig(
+        vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, attn_implementation="sdpa",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = BertModel(cfg).eval()
+    torch._dynamo.reset()
+    run = torch.compile(
+        lambda i, m: model(input_ids=i, attention_mask=m).last_hidden_state,
+        backend="ragged",
+        dynamic=True,
+        options={"unpad": True, "debug_dir": str(tmp_path)},
+    )
+    ids, mask = _batch([5, 1, 9, 0])
+    with torch.no_grad():
+        got, want = run(ids, mask), model(input_ids=ids, attention_mask=mask).last_hidden_state
+    valid = mask.bool()
+    np.testing.assert_allclose(got[valid].numpy(), want[valid].numpy(), atol=1e-4, rtol=1e-4)
+    (lowered,) = [
+        p
+        for p in tmp_path.glob("graph-*/lowered.mlir")
+        if "ragged.attention" in (p.parent / "ragged.mlir").read_text()
+    ]
+    text = lowered.read_text()
+    assert "tensor.reshape" not in text
+    body = text[text.index("func.func private @main__frozen_impl") :]
+    first_read = body.index("tensor.extract %")  # the max length, read on the host
+    assert first_read < body.index("call @dense_")
+
+
 def _mean_pooled(model):
     """sentence-transformers' pooling as it ships: mask expanded to the
     hidden size, masked sum over the sequence, L2 normalised."""
