@@ -21,9 +21,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
-#include <cmath>
 #include <limits>
-#include <tuple>
 
 using namespace mlir;
 using namespace mlir::ragged;

@@ -29,6 +29,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from .reshapes import static_view_sizes
+
 __all__ = [
     "DTYPES",
     "DensePiece",
@@ -189,37 +191,11 @@ class DensePiece:
             env[node] = ph
         for node in self.nodes:
             env[node] = copy = g.node_copy(node, lambda a: env[a])
-            sizes = _static_view_sizes(node)
+            sizes = static_view_sizes(node)
             if sizes is not None:
                 copy.args = (copy.args[0], sizes, *copy.args[2:])
         g.output(tuple(env[n] for n in self.outputs))
         return fx.GraphModule(owner, g)
-
-
-_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.reshape.default)
-
-
-def _static_view_sizes(node: fx.Node) -> list[int] | None:
-    """The size list of a view whose result has at most one dynamic dim, as
-    constants with ``-1`` for that dim; None for other nodes or views whose
-    sizes are already constants.
-
-    ``q.view(B, L, H, d)`` in an unpadded graph is ``view(x, [1, s0, -1,
-    32])``: a size that torch-mlir only knows at run time, so it imports a
-    ``tensor.reshape`` through a shape tensor, which IREE reads back on the
-    host (a device sync and a fresh allocation per view). With ``[1, -1,
-    12, 32]`` it imports an ``expand_shape``."""
-    if node.op != "call_function" or node.target not in _VIEWS:
-        return None
-    sizes, val = node.args[1], node.meta.get("val")
-    if not isinstance(val, torch.Tensor) or all(isinstance(s, int) and s >= 0 for s in sizes):
-        return None
-    if not isinstance(sizes, (list, tuple)) or len(sizes) != val.dim():
-        return None
-    dynamic = [i for i, d in enumerate(val.shape) if not isinstance(d, int)]
-    if len(dynamic) > 1:
-        return None
-    return [-1 if i in dynamic else int(d) for i, d in enumerate(val.shape)]
 
 
 @dataclasses.dataclass

@@ -21,7 +21,7 @@ import sympy
 import torch
 import torch.fx as fx
 
-__all__ = ["reshape_groups"]
+__all__ = ["reshape_groups", "static_view_sizes"]
 
 _VIEWS = {
     torch.ops.aten.view.default,
@@ -88,3 +88,26 @@ def reshape_groups(node: fx.Node) -> list[tuple[list[int], list[int]]] | None:
     if groups is None or not _needs_rewrite(src, dst, groups):
         return None
     return groups
+
+
+def static_view_sizes(node: fx.Node) -> list[int] | None:
+    """The size list of a view whose result has at most one dynamic dim, as
+    constants with ``-1`` for that dim; None for other nodes or views whose
+    sizes are already constants.
+
+    ``q.view(B, L, H, d)`` in an unpadded graph is ``view(x, [1, s0, -1,
+    32])``: a size that torch-mlir only knows at run time, so it imports a
+    ``tensor.reshape`` through a shape tensor, which IREE reads back on the
+    host (a device sync and a fresh allocation per view). With ``[1, -1,
+    12, 32]`` it imports an ``expand_shape``."""
+    if node.op != "call_function" or node.target not in _VIEWS:
+        return None
+    sizes, val = node.args[1], node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or not isinstance(sizes, (list, tuple)) or len(sizes) != val.dim():
+        return None
+    if all(isinstance(s, int) and s >= 0 for s in sizes):
+        return None
+    dynamic = [i for i, d in enumerate(val.shape) if not isinstance(d, int)]
+    if len(dynamic) > 1:
+        return None
+    return [-1 if i in dynamic else int(d) for i, d in enumerate(val.shape)]
