@@ -93,3 +93,23 @@ def test_cpu_data_tiling_by_default():
     assert flag not in CompileOptions().flags(marked)
     assert flag in CompileOptions(iree_flags=[flag]).flags(marked)
     assert flag not in CompileOptions(target="cuda").flags()
+
+
+def test_cpu_peels_vector_remainders_on_avx2(monkeypatch):
+    """On x86 without AVX-512, CPU compiles peel the remainder of a dynamic
+    extent instead of masking it (masked loads and stores are slow there);
+    elsewhere IREE's default stays, and a user's strategy always wins."""
+    compiler = ragged_mlir.compiler
+    peel = "--iree-llvmcpu-vector-pproc-strategy=peel"
+    mask = "--iree-llvmcpu-vector-pproc-strategy=mask"
+    monkeypatch.setattr(compiler, "_host_is_x86", lambda: True)
+    monkeypatch.setattr(compiler, "_host_has_avx512", lambda: False)
+    assert peel in CompileOptions().flags()
+    assert peel not in CompileOptions(target="cuda").flags()
+    user = CompileOptions(iree_flags=[mask]).flags()
+    assert peel not in user and mask in user
+    monkeypatch.setattr(compiler, "_host_has_avx512", lambda: True)
+    assert peel not in CompileOptions().flags()
+    monkeypatch.setattr(compiler, "_host_is_x86", lambda: False)
+    monkeypatch.setattr(compiler, "_host_has_avx512", lambda: False)
+    assert peel not in CompileOptions().flags()
