@@ -358,7 +358,7 @@ def w1_variants(
         if op == "sum":
             return x.sum(dim=1)
         if op == "max":
-            return x.max(dim=1)
+            return x.amax(dim=1)
         return x.softmax(dim=1).values
 
     unpad = (lambda o: o[m]) if per_token else (lambda o: o)

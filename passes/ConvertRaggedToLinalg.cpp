@@ -37,6 +37,12 @@ struct ConvertRaggedToLinalgPass
 
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
+    int64_t tile = balanceTile;
+    if (tile < 0 || tile > kMaxBalanceTile) {
+      getOperation()->emitError() << "balance-tile must be in [0, " << kMaxBalanceTile
+                                  << "], got " << tile;
+      return signalPassFailure();
+    }
     TypeConverter converter;
     populateRaggedTypeConversion(converter);
 

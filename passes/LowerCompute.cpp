@@ -21,7 +21,7 @@ void mlir::ragged::populateRaggedComputeToLinalgPatterns(
     const RaggedLoweringOptions &options) {
   compute::populateElementwisePatterns(converter, patterns);
   compute::populateLinearPatterns(converter, patterns);
-  compute::populateNormalizationPatterns(converter, patterns);
+  compute::populateNormalizationPatterns(converter, patterns, options);
   compute::populateReductionPatterns(converter, patterns, options);
   compute::populateAttentionPatterns(converter, patterns, options);
   compute::populateDataMovementPatterns(converter, patterns);

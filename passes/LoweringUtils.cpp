@@ -144,10 +144,17 @@ Value lowering::findSegment(OpBuilder &b, Location loc, Value offsets,
 }
 
 Value lowering::exclusivePrefixSum(OpBuilder &b, Location loc, Value sizes) {
-  // out[i] = sum(sizes[0:i]). Each output element runs its own loop, so the
-  // whole scan is one parallel dispatch (O(n^2) adds, n = number of items).
+  return exclusivePrefixSum(b, loc, dimOf(b, loc, sizes, 0),
+                            [&](OpBuilder &nb, Location l, Value j) -> Value {
+                              return tensor::ExtractOp::create(nb, l, sizes, j);
+                            });
+}
+
+Value lowering::exclusivePrefixSum(OpBuilder &b, Location loc, Value n,
+                                   function_ref<Value(OpBuilder &, Location, Value)> term) {
+  // out[i] = sum(term(0..i-1)). Each output element runs its own loop, so the
+  // whole scan is one parallel dispatch (O(n^2) terms, n = number of items).
   Type i64 = b.getI64Type();
-  Value n = dimOf(b, loc, sizes, 0);
   Value n1 = arith::AddIOp::create(b, loc, n, constIndex(b, loc, 1));
   Value init = emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {n1});
   return parallelGeneric(
@@ -158,9 +165,8 @@ Value lowering::exclusivePrefixSum(OpBuilder &b, Location loc, Value sizes) {
             nb, nloc, constIndex(nb, nloc, 0), i, constIndex(nb, nloc, 1),
             ValueRange{zero},
             [&](OpBuilder &lb, Location lloc, Value j, ValueRange acc) {
-              Value s = tensor::ExtractOp::create(lb, lloc, sizes, j);
               scf::YieldOp::create(
-                  lb, lloc, ValueRange{arith::AddIOp::create(lb, lloc, acc[0], s)});
+                  lb, lloc, ValueRange{arith::AddIOp::create(lb, lloc, acc[0], term(lb, lloc, j))});
             });
         return loop.getResult(0);
       });

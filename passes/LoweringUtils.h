@@ -45,6 +45,10 @@ Value maxSegmentLength(OpBuilder &b, Location loc, Value offsets);
 Value findSegment(OpBuilder &b, Location loc, Value offsets, Value row);
 /// Exclusive prefix sum of an i64 `[n]` tensor, as an `[n + 1]` tensor.
 Value exclusivePrefixSum(OpBuilder &b, Location loc, Value sizes);
+/// Exclusive prefix sum of the i64 terms `term(j)`, j in [0, n), as an
+/// `[n + 1]` tensor; `term` is built inside the scan's loop.
+Value exclusivePrefixSum(OpBuilder &b, Location loc, Value n,
+                         function_ref<Value(OpBuilder &, Location, Value)> term);
 
 /// An empty tensor of `shape` (dynamic extents taken from `dynSizes`).
 Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,

@@ -26,11 +26,15 @@ void populateRaggedTypeConversion(TypeConverter &converter);
 void populateRaggedStructureToLinalgPatterns(const TypeConverter &converter,
                                              RewritePatternSet &patterns);
 
+/// The largest balance tile: its rows are unrolled in the tile kernel.
+constexpr int64_t kMaxBalanceTile = 64;
+
 /// Choices of the compute lowering.
 struct RaggedLoweringOptions {
-  /// When > 0, segment reductions run over (segment, tile of this many rows)
-  /// units, so long and short segments give equal work per unit (GPUs).
-  int64_t balanceTile = 0;
+  /// When > 0, segment reductions and softmax run over tiles of this many
+  /// rows (at most kMaxBalanceTile), so long and short segments give equal
+  /// work per unit; 0 loops over each segment's rows.
+  int64_t balanceTile = 16;
   /// When > 0, attention runs densely per length bucket (that many buckets);
   /// 0 computes exactly sum L(b)^2 scores in segment loops.
   int64_t attentionBuckets = 3;

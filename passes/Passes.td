@@ -36,10 +36,11 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"balanceTile", "balance-tile", "int64_t", /*default=*/"0",
-           "Reduce segments over (segment, tile of N rows) work units, so one "
-           "long segment and many short ones keep all workgroups equally busy "
-           "(0: one unit per segment)">,
+    Option<"balanceTile", "balance-tile", "int64_t", /*default=*/"16",
+           "Reduce segments (ragged.reduce, ragged.softmax) over tiles of N "
+           "rows, 1 <= N <= 64, unrolled in the kernel, then combine each "
+           "segment's tiles; one long segment and many short ones then give "
+           "equal work units (0: one unit per segment, looping over its rows)">,
     Option<"attentionBuckets", "attention-buckets", "int64_t", /*default=*/"3",
            "Run attention densely per length bucket (sizes maxL/2^k), with at "
            "most 2x padding per item in all but the shortest bucket; 0 computes "

@@ -17,9 +17,9 @@ namespace {
 struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
   Option<int64_t> balanceTile{
       *this, "balance-tile",
-      llvm::cl::desc("Rows per work unit of segment reductions (0: one unit "
-                     "per segment); GPU targets use a tile"),
-      llvm::cl::init(0)};
+      llvm::cl::desc("Rows per tile of segment reductions and softmax, at "
+                     "most 64 (0: one unit per segment)"),
+      llvm::cl::init(16)};
   Option<int64_t> attentionBuckets{
       *this, "attention-buckets",
       llvm::cl::desc("Length buckets of dense attention (0: exact segment "

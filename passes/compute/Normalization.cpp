@@ -2,14 +2,16 @@
 //
 // Layer norm normalises each packed row over its last dim: two row
 // reductions and one elementwise generic. Softmax normalises over a ragged
-// dim: runs of rows (segments, or groups of rows within an item) whose bounds
-// are read from the offsets inside the generics' bodies.
+// dim: runs of rows (segments, or groups of rows within an item) whose row
+// offsets are a table; its statistics are reductions over those runs, in row
+// tiles by default (compute/SegmentTiles.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/compute/PopulatePatterns.h"
 
 #include "passes/LoweringUtils.h"
+#include "passes/compute/SegmentTiles.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -97,46 +99,58 @@ struct LayerNormLowering : OpConversionPattern<LayerNormOp> {
   }
 };
 
-/// Softmax groups: contiguous runs of rows over which one softmax runs.
-/// Either the segments of the innermost offsets (`[B, L(b), D]`, nested
-/// chains) or, for single-level tensors with dims before the last ragged
-/// one (`[B, L(b), L(b), H]`), runs of `E_last(b)` rows, `G(b)` per item.
-struct SoftmaxGroups {
-  Value groupOffsets; // [groups + 1] (segments) or per-item group counts' scan
-  bool perItem = false;
-  std::optional<Addressing> addressing;
-  unsigned last = 0;
-
-  /// First row and length of group `g`.
-  std::pair<Value, Value> bounds(OpBuilder &b, Location l, Value g) const {
-    if (!perItem) {
-      Value next = arith::AddIOp::create(b, l, g, constIndex(b, l, 1));
-      Value start = loadIndex(b, l, groupOffsets, g);
-      return {start, arith::SubIOp::create(b, l, loadIndex(b, l, groupOffsets, next), start)};
-    }
-    Value item = findSegment(b, l, groupOffsets, g);
-    Value q = arith::SubIOp::create(b, l, g, loadIndex(b, l, groupOffsets, item));
-    Value e = addressing->extent(b, l, last, item);
-    Value start = arith::AddIOp::create(
-        b, l, loadIndex(b, l, addressing->rowOffsets(), item),
-        arith::MulIOp::create(b, l, q, e));
-    return {start, e};
-  }
-
-  /// The group holding row `r`.
-  Value groupOf(OpBuilder &b, Location l, Value r) const {
-    if (!perItem)
-      return findSegment(b, l, groupOffsets, r);
-    Value rowOffsets = addressing->rowOffsets();
-    Value item = findSegment(b, l, rowOffsets, r);
-    Value local = arith::SubIOp::create(b, l, r, loadIndex(b, l, rowOffsets, item));
-    Value q = arith::DivUIOp::create(b, l, local, addressing->extent(b, l, last, item));
-    return arith::AddIOp::create(b, l, loadIndex(b, l, groupOffsets, item), q);
-  }
-};
+/// The row offsets (`[groups + 1]`) of the softmax groups: contiguous runs
+/// of rows over which one softmax runs. Either the segments of the innermost
+/// offsets (`[B, L(b), D]`, nested chains) or, for single-level tensors with
+/// dims before the last ragged one (`[B, L(b), L(b), H]`), runs of
+/// `E_last(b)` rows, `G(b)` per item.
+Value softmaxGroupRows(OpBuilder &b, Location loc, const Packed &x) {
+  unsigned last = x.type.getLastRaggedDim();
+  if (!x.type.isSingleLevel() || last == 0)
+    return x.partitions.back();
+  Addressing addressing(b, loc, x);
+  Type i64 = b.getI64Type();
+  Value items = numSegments(b, loc, x.partitions.front());
+  Value counts = parallelGeneric(
+      b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {items}), {}, {},
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        Value item = linalg::IndexOp::create(nb, l, 0);
+        Value prod = constIndex(nb, l, 1);
+        for (unsigned d = 0; d < last; ++d)
+          prod = arith::MulIOp::create(nb, l, prod, addressing.extent(nb, l, d, item));
+        return arith::IndexCastOp::create(nb, l, i64, prod);
+      });
+  Value groupOffsets = exclusivePrefixSum(b, loc, counts);
+  Value groups = loadIndex(b, loc, groupOffsets, items);
+  Value size = arith::AddIOp::create(b, loc, groups, constIndex(b, loc, 1));
+  Value rows = dimOf(b, loc, x.values, 0);
+  return parallelGeneric(
+      b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {size}), {}, {},
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        Value g = linalg::IndexOp::create(nb, l, 0);
+        Value inside = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, g, groups);
+        // Group g < groups starts at its item's first row plus q whole
+        // groups; the entry past the last group is the row count.
+        auto start = scf::IfOp::create(
+            nb, l, inside,
+            [&](OpBuilder &tb, Location tl) {
+              Value item = findSegment(tb, tl, groupOffsets, g);
+              Value q = arith::SubIOp::create(tb, tl, g, loadIndex(tb, tl, groupOffsets, item));
+              Value row = arith::AddIOp::create(
+                  tb, tl, loadIndex(tb, tl, addressing.rowOffsets(), item),
+                  arith::MulIOp::create(tb, tl, q, addressing.extent(tb, tl, last, item)));
+              scf::YieldOp::create(tb, tl, row);
+            },
+            [&](OpBuilder &eb, Location el) { scf::YieldOp::create(eb, el, rows); });
+        return arith::IndexCastOp::create(nb, l, i64, start.getResult(0));
+      });
+}
 
 struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
-  using OpConversionPattern::OpConversionPattern;
+  SoftmaxLowering(const TypeConverter &converter, MLIRContext *ctx,
+                  const RaggedLoweringOptions &options)
+      : OpConversionPattern(converter, ctx), options(options) {}
+
   LogicalResult
   matchAndRewrite(SoftmaxOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -145,96 +159,169 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
     if (failed(maybe))
       return failure();
     Packed x = *maybe;
-    Type elem = x.type.getElementType();
-    SoftmaxGroups groups;
-    groups.last = x.type.getLastRaggedDim();
-    Value numGroups;
-    if (!x.type.isSingleLevel() || groups.last == 0) {
-      groups.groupOffsets = x.partitions.back();
-      numGroups = numSegments(rewriter, loc, groups.groupOffsets);
-    } else {
-      groups.perItem = true;
-      groups.addressing.emplace(rewriter, loc, x);
-      Value items = numSegments(rewriter, loc, x.partitions.front());
-      Value init = emptyTensor(rewriter, loc, {ShapedType::kDynamic},
-                               rewriter.getI64Type(), {items});
-      Value counts = parallelGeneric(
-          rewriter, loc, init, {}, {}, [&](OpBuilder &b, Location l, ValueRange) {
-            Value item = linalg::IndexOp::create(b, l, 0);
-            Value prod = constIndex(b, l, 1);
-            for (unsigned d = 0; d < groups.last; ++d)
-              prod = arith::MulIOp::create(b, l, prod,
-                                           groups.addressing->extent(b, l, d, item));
-            return arith::IndexCastOp::create(b, l, b.getI64Type(), prod);
-          });
-      groups.groupOffsets = exclusivePrefixSum(rewriter, loc, counts);
-      numGroups = loadIndex(rewriter, loc, groups.groupOffsets, items);
-    }
-    Value statsInit = emptyRows(rewriter, loc, numGroups, x.values);
-    unsigned rank = cast<RankedTensorType>(statsInit.getType()).getRank();
-    auto read = [&](OpBuilder &b, Location l, Value row, ArrayRef<Value> idx) {
-      SmallVector<Value> at{row};
-      llvm::append_range(at, idx.drop_front());
-      return tensor::ExtractOp::create(b, l, x.values, at);
-    };
-    // Pass 1: the max of each group; pass 2: the sum of exp(x - max).
-    Value maxima = parallelGeneric(
-        rewriter, loc, statsInit, {}, {}, [&](OpBuilder &b, Location l, ValueRange) {
-          SmallVector<Value> idx = loopIndices(b, l, rank);
-          auto [start, len] = groups.bounds(b, l, idx[0]);
-          Value end = arith::AddIOp::create(b, l, start, len);
-          return forLoop(b, l, start, end,
-                         {floatConst(b, l, elem, -std::numeric_limits<double>::infinity())},
-                         [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {
-                           return SmallVector<Value>{arith::MaximumFOp::create(
-                               lb, ll, a[0], read(lb, ll, r, idx))};
-                         })[0];
-        });
-    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
-    Value sums = parallelGeneric(
-        rewriter, loc, emptyLike(rewriter, loc, statsInit), {maxima}, {id},
-        [&](OpBuilder &b, Location l, ValueRange args) {
-          SmallVector<Value> idx = loopIndices(b, l, rank);
-          auto [start, len] = groups.bounds(b, l, idx[0]);
-          Value end = arith::AddIOp::create(b, l, start, len);
-          return forLoop(b, l, start, end, {floatConst(b, l, elem, 0.0)},
-                         [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {
-                           Value c = arith::SubFOp::create(lb, ll, read(lb, ll, r, idx),
-                                                           args[0]);
-                           return SmallVector<Value>{arith::AddFOp::create(
-                               lb, ll, a[0], math::ExpOp::create(lb, ll, c))};
-                         })[0];
-        });
+    Value groupRows = softmaxGroupRows(rewriter, loc, x);
+    // softmax(x) = exp(x - lse) with lse = max + log(sum(exp(x - max))) per
+    // group: one table read per element.
+    Value lse = options.balanceTile > 0 ? logSumExpTiled(rewriter, loc, x.values, groupRows)
+                                        : logSumExpPerGroup(rewriter, loc, x.values, groupRows);
     // The group of every row, searched once per row and read with
     // tensor.extract: as an input, IREE would fuse the search into (and
     // repeat it for) every element of the row.
     Value rows = dimOf(rewriter, loc, x.values, 0);
     Value groupOfRow = parallelGeneric(
-        rewriter, loc, emptyTensor(rewriter, loc, {ShapedType::kDynamic}, rewriter.getI64Type(), {rows}), {}, {},
-        [&](OpBuilder &b, Location l, ValueRange) {
-          return arith::IndexCastOp::create(b, l, b.getI64Type(),
-                                            groups.groupOf(b, l, linalg::IndexOp::create(b, l, 0)))
+        rewriter, loc,
+        emptyTensor(rewriter, loc, {ShapedType::kDynamic}, rewriter.getI64Type(), {rows}), {},
+        {}, [&](OpBuilder &b, Location l, ValueRange) {
+          Value r = linalg::IndexOp::create(b, l, 0);
+          return arith::IndexCastOp::create(b, l, b.getI64Type(), findSegment(b, l, groupRows, r))
               .getResult();
         });
+    unsigned rank = cast<RankedTensorType>(x.values.getType()).getRank();
+    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
     Value out = parallelGeneric(
         rewriter, loc, emptyLike(rewriter, loc, x.values), {x.values}, {id},
         [&](OpBuilder &b, Location l, ValueRange args) {
           SmallVector<Value> idx = loopIndices(b, l, rank);
           SmallVector<Value> at{loadIndex(b, l, groupOfRow, ValueRange{idx[0]})};
           llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
-          Value m = tensor::ExtractOp::create(b, l, maxima, at);
-          Value s = tensor::ExtractOp::create(b, l, sums, at);
-          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, args[0], m));
-          return arith::DivFOp::create(b, l, e, s);
+          Value g = tensor::ExtractOp::create(b, l, lse, at);
+          return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, args[0], g));
         });
     rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten(rewriter, loc)});
     return success();
   }
+
+private:
+  /// Per group: the max, then max + log of the sum of exp(x - max), each
+  /// looping over the group's rows.
+  static Value logSumExpPerGroup(OpBuilder &b, Location loc, Value values, Value groupRows) {
+    Type elem = cast<RankedTensorType>(values.getType()).getElementType();
+    Value statsInit = emptyRows(b, loc, numSegments(b, loc, groupRows), values);
+    unsigned rank = cast<RankedTensorType>(statsInit.getType()).getRank();
+    auto overRows = [&](OpBuilder &nb, Location l, ArrayRef<Value> idx, Value init,
+                        function_ref<Value(OpBuilder &, Location, Value, Value)> step) {
+      Value next = arith::AddIOp::create(nb, l, idx[0], constIndex(nb, l, 1));
+      Value start = loadIndex(nb, l, groupRows, idx[0]);
+      Value end = loadIndex(nb, l, groupRows, next);
+      return forLoop(nb, l, start, end, {init},
+                     [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {
+                       SmallVector<Value> at{r};
+                       llvm::append_range(at, idx.drop_front());
+                       Value v = tensor::ExtractOp::create(lb, ll, values, at);
+                       return SmallVector<Value>{step(lb, ll, a[0], v)};
+                     })[0];
+    };
+    Value maxima = parallelGeneric(
+        b, loc, statsInit, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
+          return overRows(nb, l, loopIndices(nb, l, rank),
+                          floatConst(nb, l, elem, -std::numeric_limits<double>::infinity()),
+                          [](OpBuilder &sb, Location sl, Value acc, Value v) -> Value {
+                            return arith::MaximumFOp::create(sb, sl, acc, v);
+                          });
+        });
+    AffineMap id = b.getMultiDimIdentityMap(rank);
+    return parallelGeneric(
+        b, loc, emptyLike(b, loc, statsInit), {maxima}, {id},
+        [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+          Value sum = overRows(nb, l, loopIndices(nb, l, rank), floatConst(nb, l, elem, 0.0),
+                               [&](OpBuilder &sb, Location sl, Value acc, Value v) -> Value {
+                                 Value c = arith::SubFOp::create(sb, sl, v, args[0]);
+                                 return arith::AddFOp::create(sb, sl, acc,
+                                                              math::ExpOp::create(sb, sl, c));
+                               });
+          return arith::AddFOp::create(nb, l, args[0], math::LogOp::create(nb, l, sum));
+        });
+  }
+
+  /// The same over row tiles: each tile's max m_t and sum s_t of
+  /// exp(x - m_t) (its rows unrolled), the group max M over its tiles, each
+  /// tile's s_t * exp(m_t - M) (vectorised over the tiles), then M + log of
+  /// their sum.
+  Value logSumExpTiled(OpBuilder &b, Location loc, Value values, Value groupRows) const {
+    Type elem = cast<RankedTensorType>(values.getType()).getElementType();
+    double inf = std::numeric_limits<double>::infinity();
+    compute::SegmentTiles tiles(b, loc, groupRows, values, options.balanceTile);
+    using Tile = compute::SegmentTiles::Tile;
+    SmallVector<Value> tileStats = tiles.mapTiles(
+        b, loc, {elem, elem}, {}, /*readRows=*/true,
+        [&](OpBuilder &nb, Location l, const Tile &t) {
+          Value m = floatConst(nb, l, elem, -inf);
+          for (auto [v, ok] : llvm::zip(t.rows, t.valid))
+            m = arith::MaximumFOp::create(nb, l, m,
+                                          arith::SelectOp::create(nb, l, ok, v, floatConst(nb, l, elem, -inf)));
+          Value s = floatConst(nb, l, elem, 0.0);
+          for (auto [v, ok] : llvm::zip(t.rows, t.valid)) {
+            Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, v, m));
+            s = arith::AddFOp::create(nb, l, s,
+                                      arith::SelectOp::create(nb, l, ok, e, floatConst(nb, l, elem, 0.0)));
+          }
+          return SmallVector<Value>{m, s};
+        });
+    auto overTiles = [&](Value source, Value init,
+                         function_ref<Value(OpBuilder &, Location, Value, Value)> step) {
+      return tiles
+          .perSegment(b, loc, {elem},
+                      [&](OpBuilder &nb, Location l, ArrayRef<Value> idx, Value first,
+                          Value last) {
+                        return forLoop(nb, l, first, last, {init},
+                                       [&](OpBuilder &lb, Location ll, Value t, ValueRange a) {
+                                         SmallVector<Value> at{t};
+                                         llvm::append_range(at, idx.drop_front());
+                                         Value v = tensor::ExtractOp::create(lb, ll, source, at);
+                                         return SmallVector<Value>{step(lb, ll, a[0], v)};
+                                       });
+                      })
+          .front();
+    };
+    Value maxima = overTiles(tileStats[0], floatConst(b, loc, elem, -inf),
+                             [](OpBuilder &sb, Location sl, Value acc, Value v) -> Value {
+                               return arith::MaximumFOp::create(sb, sl, acc, v);
+                             });
+    // Tiles without rows (past the last one) hold m = -inf, s = 0.
+    Value scaled =
+        tiles
+            .mapTiles(b, loc, {elem}, tileStats, /*readRows=*/false,
+                      [&](OpBuilder &nb, Location l, const Tile &t) {
+                        SmallVector<Value> at{t.segment};
+                        llvm::append_range(at, ArrayRef<Value>(t.indices).drop_front());
+                        Value big = tensor::ExtractOp::create(nb, l, maxima, at);
+                        Value e = math::ExpOp::create(
+                            nb, l, arith::SubFOp::create(nb, l, t.inputs[0], big));
+                        Value zero = arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 0);
+                        Value any = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sgt,
+                                                          t.length, zero);
+                        Value r = arith::MulFOp::create(nb, l, t.inputs[1], e);
+                        return SmallVector<Value>{
+                            arith::SelectOp::create(nb, l, any, r, floatConst(nb, l, elem, 0.0))};
+                      })
+            .front();
+    return tiles
+        .perSegment(b, loc, {elem},
+                    [&](OpBuilder &nb, Location l, ArrayRef<Value> idx, Value first,
+                        Value last) {
+                      Value sum = forLoop(nb, l, first, last, {floatConst(nb, l, elem, 0.0)},
+                                          [&](OpBuilder &lb, Location ll, Value t, ValueRange a) {
+                                            SmallVector<Value> at{t};
+                                            llvm::append_range(at, idx.drop_front());
+                                            Value v = tensor::ExtractOp::create(lb, ll, scaled, at);
+                                            return SmallVector<Value>{
+                                                arith::AddFOp::create(lb, ll, a[0], v)};
+                                          })[0];
+                      Value big = tensor::ExtractOp::create(nb, l, maxima, idx);
+                      return SmallVector<Value>{
+                          arith::AddFOp::create(nb, l, big, math::LogOp::create(nb, l, sum))};
+                    })
+        .front();
+  }
+
+  RaggedLoweringOptions options;
 };
 
 } // namespace
 
 void mlir::ragged::compute::populateNormalizationPatterns(const TypeConverter &converter,
-                                                        RewritePatternSet &patterns) {
-  patterns.add<LayerNormLowering, SoftmaxLowering>(converter, patterns.getContext());
+                                                        RewritePatternSet &patterns,
+                                                        const RaggedLoweringOptions &options) {
+  patterns.add<LayerNormLowering>(converter, patterns.getContext());
+  patterns.add<SoftmaxLowering>(converter, patterns.getContext(), options);
 }

@@ -19,7 +19,8 @@ void populateElementwisePatterns(const TypeConverter &converter, RewritePatternS
 /// ragged.matmul.
 void populateLinearPatterns(const TypeConverter &converter, RewritePatternSet &patterns);
 /// ragged.layer_norm and ragged.softmax.
-void populateNormalizationPatterns(const TypeConverter &converter, RewritePatternSet &patterns);
+void populateNormalizationPatterns(const TypeConverter &converter, RewritePatternSet &patterns,
+                                   const RaggedLoweringOptions &options);
 /// ragged.reduce.
 void populateReductionPatterns(const TypeConverter &converter, RewritePatternSet &patterns,
                                const RaggedLoweringOptions &options);

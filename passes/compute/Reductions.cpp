@@ -1,14 +1,16 @@
 //===- Reductions.cpp - reductions over segments ----------------------------===//
 //
-// A reduction over a ragged dim becomes a fixed number of linalg.generics
-// whose iteration space is the segments (or balanced tiles of rows, with one
-// combine of the partial results); empty segments give the identity.
+// A reduction over a ragged dim becomes a fixed number of linalg.generics:
+// by default two levels over row tiles (compute/SegmentTiles.h), or with
+// balance-tile=0 one generic over the segments that loops over each
+// segment's rows. Empty segments give the op's `empty` value.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/compute/PopulatePatterns.h"
 
 #include "passes/LoweringUtils.h"
+#include "passes/compute/SegmentTiles.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -62,54 +64,15 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
       return unsupported(op, "only the 'offsets' encoding is lowered");
     // The reduced dim is the innermost level: its offsets are the segments.
     Value offsets = x.partitions.back();
-    Value n = numSegments(rewriter, loc, offsets);
     Type elem = x.type.getElementType();
     ReduceKind kind = op.getKind();
     Value empty = op.getEmpty()
                       ? Value(arith::ConstantOp::create(rewriter, loc,
                                                         cast<TypedAttr>(*op.getEmpty())))
                       : floatConst(rewriter, loc, elem, 0.0);
-    auto [lo, hi] = segmentBounds(rewriter, loc, offsets);
-
-    // What the final per-segment loop walks: the rows themselves, or (when
-    // balancing) the partial results of fixed-size row tiles.
-    Value source = x.values;
-    SmallVector<Value> inputs{lo, hi};
-    if (options.balanceTile > 0) {
-      auto [partials, first, last] = tilePartials(rewriter, loc, x.values, lo, hi, kind);
-      source = partials;
-      inputs.append({first, last});
-    }
-
-    Value init = emptyRows(rewriter, loc, n, x.values);
-    unsigned rank = cast<RankedTensorType>(init.getType()).getRank();
-    AffineMap seg = AffineMap::get(rank, 0, getAffineDimExpr(0, rewriter.getContext()));
-    SmallVector<AffineMap> maps(inputs.size(), seg);
-    Value out = parallelGeneric(
-        rewriter, loc, init, inputs, maps,
-        [&](OpBuilder &b, Location l, ValueRange args) {
-          SmallVector<Value> idx = loopIndices(b, l, rank);
-          // Rows [lo, hi) of the values, or tiles [first, last) of partials.
-          ValueRange range = args.take_front(inputs.size()).take_back(2);
-          Value start = arith::IndexCastOp::create(b, l, b.getIndexType(), range[0]);
-          Value end = arith::IndexCastOp::create(b, l, b.getIndexType(), range[1]);
-          Value acc = forLoop(
-              b, l, start, end, {reduceIdentity(b, l, kind, elem)},
-              [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {
-                SmallVector<Value> at{r};
-                llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
-                Value v = tensor::ExtractOp::create(lb, ll, source, at);
-                return SmallVector<Value>{combine(lb, ll, kind, a[0], v)};
-              })[0];
-          Value len = arith::SubIOp::create(b, l, args[1], args[0]);
-          if (kind == ReduceKind::mean) {
-            Value lenF = arith::SIToFPOp::create(b, l, elem, len);
-            acc = arith::DivFOp::create(b, l, acc, lenF);
-          }
-          Value zero = arith::ConstantIntOp::create(b, l, b.getI64Type(), 0);
-          Value isEmpty = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, len, zero);
-          return arith::SelectOp::create(b, l, isEmpty, empty, acc);
-        });
+    Value out = options.balanceTile > 0
+                    ? reduceTiled(rewriter, loc, x.values, offsets, kind, empty)
+                    : reducePerSegment(rewriter, loc, x.values, offsets, kind, empty);
     Type resultType = op.getType();
     if (auto dense = dyn_cast<RankedTensorType>(resultType)) {
       if (out.getType() != dense)
@@ -124,88 +87,85 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
   }
 
 private:
-  /// Splits every segment into tiles of `balanceTile` rows (the last one of
-  /// a segment shorter), reduces each tile in one generic whose parallel
-  /// dim is the flat (segment, tile) list, and returns the tile results with
-  /// each segment's [first, last) tile range. One long segment and many
-  /// short ones then give equal-sized units of work.
-  std::tuple<Value, Value, Value> tilePartials(OpBuilder &b, Location loc,
-                                               Value values, Value lo, Value hi,
-                                               ReduceKind kind) const {
-    int64_t tile = options.balanceTile;
-    Type i64 = b.getI64Type();
+  /// Rows of every segment reduced in one tile generic (the tile's rows
+  /// combined pairwise, slots past its end replaced by the identity), then
+  /// each segment's tile results combined in order.
+  Value reduceTiled(OpBuilder &b, Location loc, Value values, Value offsets,
+                    ReduceKind kind, Value empty) const {
     Type elem = cast<RankedTensorType>(values.getType()).getElementType();
-    Value tileC = arith::ConstantIntOp::create(b, loc, i64, tile);
-    AffineMap id1 = b.getMultiDimIdentityMap(1);
-    // Tiles per segment, and where each segment's tiles start.
-    Value counts = parallelGeneric(
-        b, loc, emptyLike(b, loc, lo), {lo, hi}, {id1, id1},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value len = arith::SubIOp::create(nb, l, a[1], a[0]);
-          return arith::CeilDivSIOp::create(nb, l, len, tileC);
-        });
-    Value tileOffsets = exclusivePrefixSum(b, loc, counts);
-    Value numTiles = loadIndex(b, loc, tileOffsets, dimOf(b, loc, counts, 0));
-    // First and end row of every tile.
-    Value tileInit = emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {numTiles});
-    auto tileBound = [&](bool end) {
-      return parallelGeneric(b, loc, tileInit, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
-        Value t = linalg::IndexOp::create(nb, l, 0);
-        Value s = findSegment(nb, l, tileOffsets, t);
-        Value q = arith::SubIOp::create(nb, l, t, loadIndex(nb, l, tileOffsets, s));
-        Value start = arith::AddIOp::create(
-            nb, l, loadIndex(nb, l, lo, s),
-            arith::MulIOp::create(nb, l, q, constIndex(nb, l, tile)));
-        Value bound = start;
-        if (end)
-          bound = arith::MinUIOp::create(
-              nb, l, arith::AddIOp::create(nb, l, start, constIndex(nb, l, tile)),
-              loadIndex(nb, l, hi, s));
-        return arith::IndexCastOp::create(nb, l, nb.getI64Type(), bound);
-      });
-    };
-    Value tileStart = tileBound(false), tileEnd = tileBound(true);
-    // Partial results [tiles, trailing...]: a static reduction dim of
-    // `tile` rows, masked past the tile's end.
-    Value partialInit = emptyRows(b, loc, numTiles, values);
-    auto partialType = cast<RankedTensorType>(partialInit.getType());
-    unsigned rank = partialType.getRank();
-    partialInit =
-        linalg::FillOp::create(b, loc, reduceIdentity(b, loc, kind, elem), partialInit)
-            .getResult(0);
-    Value domain = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{tile}, elem);
-    MLIRContext *ctx = b.getContext();
-    unsigned loops = rank + 1;
-    SmallVector<AffineExpr> outExprs{getAffineDimExpr(0, ctx)};
-    for (unsigned d = 2; d < loops; ++d)
-      outExprs.push_back(getAffineDimExpr(d, ctx));
-    AffineMap perTile = AffineMap::get(loops, 0, getAffineDimExpr(0, ctx));
-    AffineMap perRow = AffineMap::get(loops, 0, getAffineDimExpr(1, ctx));
-    AffineMap out = AffineMap::get(loops, 0, outExprs, ctx);
-    SmallVector<utils::IteratorType> iters(loops, utils::IteratorType::parallel);
-    iters[1] = utils::IteratorType::reduction;
+    compute::SegmentTiles tiles(b, loc, offsets, values, options.balanceTile);
     Value partials =
-        linalg::GenericOp::create(
-            b, loc, partialType, ValueRange{tileStart, tileEnd, domain},
-            ValueRange{partialInit}, {perTile, perTile, perRow, out}, iters,
-            [&](OpBuilder &nb, Location l, ValueRange a) {
-              Value start = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[0]);
-              Value end = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[1]);
-              Value row = arith::AddIOp::create(nb, l, start,
-                                                linalg::IndexOp::create(nb, l, 1));
-              Value valid =
-                  arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, row, end);
-              SmallVector<Value> at{arith::SelectOp::create(nb, l, valid, row, start)};
-              for (unsigned d = 2; d < loops; ++d)
-                at.push_back(linalg::IndexOp::create(nb, l, d));
-              Value v = tensor::ExtractOp::create(nb, l, values, at);
-              v = arith::SelectOp::create(nb, l, valid, v,
-                                          reduceIdentity(nb, l, kind, elem));
-              linalg::YieldOp::create(nb, l, ValueRange{combine(nb, l, kind, a[3], v)});
-            })
-            .getResult(0);
-    auto [first, last] = segmentBounds(b, loc, tileOffsets);
-    return {partials, first, last};
+        tiles
+            .mapTiles(b, loc, {elem}, {}, /*readRows=*/true,
+                      [&](OpBuilder &nb, Location l, const compute::SegmentTiles::Tile &t) {
+                        Value id = reduceIdentity(nb, l, kind, elem);
+                        SmallVector<Value> level;
+                        for (auto [v, ok] : llvm::zip(t.rows, t.valid))
+                          level.push_back(arith::SelectOp::create(nb, l, ok, v, id));
+                        while (level.size() > 1) {
+                          SmallVector<Value> next;
+                          for (size_t i = 0; i + 1 < level.size(); i += 2)
+                            next.push_back(combine(nb, l, kind, level[i], level[i + 1]));
+                          if (level.size() % 2)
+                            next.push_back(level.back());
+                          level = std::move(next);
+                        }
+                        return SmallVector<Value>{level.front()};
+                      })
+            .front();
+    return tiles
+        .perSegment(b, loc, {elem},
+                    [&](OpBuilder &nb, Location l, ArrayRef<Value> idx, Value first,
+                        Value last) {
+                      Value acc = forLoop(
+                          nb, l, first, last, {reduceIdentity(nb, l, kind, elem)},
+                          [&](OpBuilder &lb, Location ll, Value t, ValueRange a) {
+                            SmallVector<Value> at{t};
+                            llvm::append_range(at, idx.drop_front());
+                            Value v = tensor::ExtractOp::create(lb, ll, partials, at);
+                            return SmallVector<Value>{combine(lb, ll, kind, a[0], v)};
+                          })[0];
+                      Value len = tiles.segmentLength(nb, l, idx.front());
+                      return SmallVector<Value>{finish(nb, l, kind, acc, len, empty)};
+                    })
+        .front();
+  }
+
+  /// One generic over (segment, trailing dims) looping over the segment's
+  /// rows.
+  Value reducePerSegment(OpBuilder &b, Location loc, Value values, Value offsets,
+                         ReduceKind kind, Value empty) const {
+    Type elem = cast<RankedTensorType>(values.getType()).getElementType();
+    auto [lo, hi] = segmentBounds(b, loc, offsets);
+    Value init = emptyRows(b, loc, numSegments(b, loc, offsets), values);
+    unsigned rank = cast<RankedTensorType>(init.getType()).getRank();
+    AffineMap seg = AffineMap::get(rank, 0, getAffineDimExpr(0, b.getContext()));
+    return parallelGeneric(
+        b, loc, init, {lo, hi}, {seg, seg}, [&](OpBuilder &nb, Location l, ValueRange args) {
+          SmallVector<Value> idx = loopIndices(nb, l, rank);
+          Value start = arith::IndexCastOp::create(nb, l, nb.getIndexType(), args[0]);
+          Value end = arith::IndexCastOp::create(nb, l, nb.getIndexType(), args[1]);
+          Value acc = forLoop(
+              nb, l, start, end, {reduceIdentity(nb, l, kind, elem)},
+              [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {
+                SmallVector<Value> at{r};
+                llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
+                Value v = tensor::ExtractOp::create(lb, ll, values, at);
+                return SmallVector<Value>{combine(lb, ll, kind, a[0], v)};
+              })[0];
+          Value len = arith::SubIOp::create(nb, l, args[1], args[0]);
+          return finish(nb, l, kind, acc, len, empty);
+        });
+  }
+
+  /// The mean from the sum, and `empty` for a segment without rows.
+  static Value finish(OpBuilder &b, Location l, ReduceKind kind, Value acc, Value len,
+                      Value empty) {
+    if (kind == ReduceKind::mean)
+      acc = arith::DivFOp::create(b, l, acc, arith::SIToFPOp::create(b, l, acc.getType(), len));
+    Value zero = arith::ConstantIntOp::create(b, l, b.getI64Type(), 0);
+    Value isEmpty = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, len, zero);
+    return arith::SelectOp::create(b, l, isEmpty, empty, acc);
   }
 
   RaggedLoweringOptions options;

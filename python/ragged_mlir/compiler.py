@@ -28,7 +28,7 @@ __all__ = [
     "CompileOptions",
     "CompiledFunction",
     "CompiledModule",
-    "GPU_BALANCE_TILE",
+    "BALANCE_TILE",
     "PIPELINE",
     "Target",
     "compile",
@@ -39,9 +39,10 @@ __all__ = [
 #: The textual pass pipeline of a CPU compile (replayable with ragged-opt).
 PIPELINE = "builtin.module(ragged-to-iree-input)"
 
-#: Rows per work unit of segment reductions on GPU targets: one long item and
-#: many short ones then keep every workgroup equally busy.
-GPU_BALANCE_TILE = 16
+#: Rows per tile of segment reductions and softmax (the pipeline's default, on
+#: every target): each tile's rows are read with contiguous vector loads, and
+#: one long item and many short ones give equal units of work.
+BALANCE_TILE = 16
 
 
 class Target(enum.StrEnum):
@@ -114,9 +115,9 @@ class CompileOptions:
         (``local-task`` for CPU).
     iree_flags: extra ``iree-compile`` flags, appended after the defaults; a
         flag whose name is already among the defaults overrides it.
-    balance_tile: rows per work unit of segment reductions; None picks
-        ``GPU_BALANCE_TILE`` for GPU targets and 0 (one unit per segment) on
-        CPU.
+    balance_tile: rows per tile of segment reductions and softmax, 0 to 64;
+        0 loops over each segment's rows in one work unit per segment. None
+        picks ``BALANCE_TILE``.
     attention_buckets: attention runs as dense linalg per length bucket
         (sizes maxL / 2^k; at most 2x padding per item but in the shortest
         bucket), which vectorises; 0 computes exactly sum L(b)^2 scores in
@@ -183,14 +184,14 @@ class CompileOptions:
     def pipeline(self) -> str:
         """The named pipeline with this compile's options, as ragged-opt takes it."""
         cpu = self.target == Target.LLVM_CPU
-        tile = self.balance_tile if self.balance_tile is not None else (0 if cpu else GPU_BALANCE_TILE)
+        tile = self.balance_tile if self.balance_tile is not None else BALANCE_TILE
         buckets = self.attention_buckets if self.attention_buckets is not None else (3 if cpu else 0)
-        if tile < 0:
-            raise ValueError(f"balance_tile: expected >= 0 or None, got {tile}")
+        if not 0 <= tile <= 64:
+            raise ValueError(f"balance_tile: expected 0 to 64 or None, got {tile}")
         if buckets < 0:
             raise ValueError(f"attention_buckets: expected >= 0 or None, got {buckets}")
         options = []
-        if tile:
+        if tile != BALANCE_TILE:  # the pipeline's default
             options.append(f"balance-tile={tile}")
         if buckets != 3:  # the pipeline's default
             options.append(f"attention-buckets={buckets}")

@@ -1,8 +1,10 @@
-// RUN: ragged-opt %s --convert-ragged-to-linalg="attention-buckets=0" --split-input-file | FileCheck %s --implicit-check-not=ragged.
+// RUN: ragged-opt %s --convert-ragged-to-linalg="attention-buckets=0 balance-tile=0" --split-input-file | FileCheck %s --implicit-check-not=ragged.
 
 // The structure of the lowering of each compute op. Per-token ops become
 // dense linalg on the packed values; per-item ops become a fixed number of
 // linalg.generics whose bodies read the segment bounds from the offsets.
+// Reductions and softmax here loop over each segment's rows (balance-tile=0);
+// their default, row tiles, is in convert-ragged-to-linalg-balance-tile.mlir.
 
 //===----------------------------------------------------------------------===//
 // Per-token ops: unary, binary, matmul, layer_norm
@@ -143,7 +145,7 @@ func.func @layer_norm(%x: !ragged.tensor<?, [L], 8, f32>, %g: tensor<8xf32>, %b:
 // CHECK:         %[[EMPTY:.*]] = arith.constant -1.000000e+00 : f32
 // CHECK:         %[[LO:.*]] = tensor.extract_slice %[[O]][0] [%[[N:.*]]] [1] : tensor<?xi64> to tensor<?xi64>
 // CHECK-NEXT:    %[[HI:.*]] = tensor.extract_slice %[[O]][1] [%[[N]]] [1] : tensor<?xi64> to tensor<?xi64>
-// CHECK-NEXT:    %[[INIT:.*]] = tensor.empty(%{{.*}}) : tensor<?x8xf32>
+// CHECK:         %[[INIT:.*]] = tensor.empty(%{{.*}}) : tensor<?x8xf32>
 // CHECK-NEXT:    %[[R:.*]] = linalg.generic {indexing_maps = [#[[SEG]], #[[SEG]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK-SAME:      ins(%[[LO]], %[[HI]] : tensor<?xi64>, tensor<?xi64>) outs(%[[INIT]] : tensor<?x8xf32>)
 // CHECK-NEXT:    ^bb0(%[[START:.*]]: i64, %[[END:.*]]: i64, %{{.*}}: f32):
@@ -212,9 +214,10 @@ func.func @reduce_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) -> !ragged.
 // ragged.softmax
 //===----------------------------------------------------------------------===//
 
-// [B, L(b), D]: the groups are the segments. Three generics: the max and the
-// sum of exp(x - max) per [segment, D], then one over every real element
-// that finds its segment by binary search (scf.while) and normalises.
+// [B, L(b), D]: the groups are the segments. Three generics: the max per
+// [segment, D], then lse = max + log(sum(exp(x - max))), then one over every
+// real element that finds its segment by binary search (scf.while) and
+// returns exp(x - lse).
 // CHECK-DAG:   #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-LABEL: func.func @softmax
 // CHECK-SAME:    (%[[V:[^:]*]]: tensor<?x8xf32>, %[[O:[^:]*]]: tensor<?xi64>)
@@ -225,12 +228,15 @@ func.func @reduce_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) -> !ragged.
 // CHECK:           scf.for
 // CHECK:             arith.maximumf
 // CHECK:         } -> tensor<?x8xf32>
-// CHECK:         %[[SUM:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK:         %[[LSE:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK-SAME:      ins(%[[MAX]] : tensor<?x8xf32>)
-// CHECK:           scf.for
+// CHECK-NEXT:    ^bb0(%[[M:.*]]: f32, %{{.*}}: f32):
+// CHECK:           %[[SUM:.*]] = scf.for
 // CHECK:             arith.subf
 // CHECK-NEXT:        math.exp
 // CHECK-NEXT:        arith.addf
+// CHECK:           %[[LOG:.*]] = math.log %[[SUM]] : f32
+// CHECK-NEXT:      arith.addf %[[M]], %[[LOG]] : f32
 // CHECK:         } -> tensor<?x8xf32>
 // CHECK:         %[[GROUP:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:           scf.while
@@ -239,12 +245,10 @@ func.func @reduce_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) -> !ragged.
 // CHECK-SAME:      ins(%[[V]] : tensor<?x8xf32>)
 // CHECK:           %[[G64:.*]] = tensor.extract %[[GROUP]]
 // CHECK:           %[[SEG:.*]] = arith.index_cast %[[G64]] : i64 to index
-// CHECK:           %[[M:.*]] = tensor.extract %[[MAX]][%[[SEG]], %{{.*}}] : tensor<?x8xf32>
-// CHECK-NEXT:      %[[S:.*]] = tensor.extract %[[SUM]][%[[SEG]], %{{.*}}] : tensor<?x8xf32>
-// CHECK-NEXT:      %[[C:.*]] = arith.subf %{{.*}}, %[[M]] : f32
+// CHECK:           %[[L:.*]] = tensor.extract %[[LSE]][%[[SEG]], %{{.*}}] : tensor<?x8xf32>
+// CHECK-NEXT:      %[[C:.*]] = arith.subf %{{.*}}, %[[L]] : f32
 // CHECK-NEXT:      %[[E:.*]] = math.exp %[[C]] : f32
-// CHECK-NEXT:      %[[Q:.*]] = arith.divf %[[E]], %[[S]] : f32
-// CHECK-NEXT:      linalg.yield %[[Q]] : f32
+// CHECK-NEXT:      linalg.yield %[[E]] : f32
 // CHECK:         return %[[R]], %[[O]] : tensor<?x8xf32>, tensor<?xi64>
 func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L], 8, f32> {
   %y = ragged.softmax %x : !ragged.tensor<?, [L], 8, f32>
@@ -254,9 +258,10 @@ func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L],
 // -----
 
 // Attention scores [B, L(b), L(b), H]: L(b) groups of L(b) rows per item.
-// The row offsets (L^2 per item) and group offsets (L per item) are prefix
-// sums; the same generics follow, each locating its item by binary search
-// (the last one reads the group of each row from a table searched per row).
+// The row offsets (L^2 per item) and group counts (L per item) are prefix
+// sums; one generic turns them into a table of group row offsets (finding
+// each group's item by binary search), and the same generics as above
+// follow over that table.
 // CHECK-DAG:   #[[ID1:.*]] = affine_map<(d0) -> (d0)>
 // CHECK-DAG:   #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-LABEL: func.func @softmax_scores
@@ -270,28 +275,31 @@ func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L],
 // CHECK:         %[[GROUPS:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[CNT]]
+// CHECK:         %[[GROWS:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
+// CHECK:           scf.if
+// CHECK:             scf.while
+// CHECK:               tensor.extract %[[GROUPS]]
+// CHECK:             tensor.extract %[[ROWS]]
 // CHECK:         %[[MAX:.*]] = linalg.generic {indexing_maps = [#[[ID]]], iterator_types = ["parallel", "parallel"]}
-// CHECK:           scf.while
+// CHECK:           tensor.extract %[[GROWS]]
 // CHECK:           scf.for
 // CHECK:             arith.maximumf
 // CHECK:         } -> tensor<?x4xf32>
-// CHECK:         %[[SUM:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK:         %[[LSE:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK-SAME:      ins(%[[MAX]] : tensor<?x4xf32>)
-// CHECK:           scf.while
 // CHECK:           scf.for
 // CHECK:             math.exp
+// CHECK:           math.log
 // CHECK:         } -> tensor<?x4xf32>
 // CHECK:         %[[GROUP:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
 // CHECK:           scf.while
-// CHECK:             tensor.extract %[[ROWS]]
-// CHECK:           arith.divui
+// CHECK:             tensor.extract %[[GROWS]]
 // CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK-SAME:      ins(%[[V]] : tensor<?x4xf32>)
 // CHECK:           tensor.extract %[[GROUP]]
-// CHECK:           tensor.extract %[[MAX]]
-// CHECK-NEXT:      tensor.extract %[[SUM]]
-// CHECK:           math.exp
-// CHECK-NEXT:      arith.divf
+// CHECK:           tensor.extract %[[LSE]]
+// CHECK-NEXT:      arith.subf
+// CHECK-NEXT:      math.exp
 // CHECK:         return %[[R]], %[[O]] : tensor<?x4xf32>, tensor<?xi64>
 func.func @softmax_scores(%x: !ragged.tensor<?, [L], [L], 4, f32>) -> !ragged.tensor<?, [L], [L], 4, f32> {
   %y = ragged.softmax %x : !ragged.tensor<?, [L], [L], 4, f32>
@@ -332,17 +340,19 @@ func.func @softmax_scores(%x: !ragged.tensor<?, [L], [L], 4, f32>) -> !ragged.te
 // CHECK-NEXT:      %[[NINF:.*]] = arith.constant 0xFF800000 : f32
 // CHECK-NEXT:      %[[MASKED:.*]] = arith.select %[[FUT]], %[[NINF]], %[[SC]] : f32
 // CHECK-NEXT:      linalg.yield %[[MASKED]] : f32
-// Softmax over the scores: max, sum, the group of each row, normalise.
+// Softmax over the scores: max, log-sum-exp, the group of each row, exp.
 // CHECK:         %[[MAX:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?x2xf32>)
 // CHECK:           arith.maximumf
-// CHECK:         %[[SUM:.*]] = linalg.generic
+// CHECK:         %[[LSE:.*]] = linalg.generic
 // CHECK-SAME:      ins(%[[MAX]] : tensor<?x2xf32>)
 // CHECK:           math.exp
+// CHECK:           math.log
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:           scf.while
 // CHECK:         %[[P:.*]] = linalg.generic
 // CHECK-SAME:      ins(%[[S]] : tensor<?x2xf32>)
-// CHECK:           arith.divf
+// CHECK:           tensor.extract %[[LSE]]
+// CHECK:           math.exp
 // Apply: one generic over the output rows, an scf.for over the item's keys.
 // CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[OUT]]], iterator_types = ["parallel", "parallel", "parallel"]}
 // CHECK-SAME:      outs(%{{.*}} : tensor<?x2x4xf32>)

@@ -1,6 +1,7 @@
-"""Segment reductions over (segment, tile) work units (the GPU default,
-``balance_tile``): same results as the reference on CPU, a dispatch count
-independent of the batch, and the same count on CUDA as on CPU."""
+"""Segment reductions and softmax over row tiles (``balance_tile``, 16 rows
+by default; 0 loops over each segment's rows): same results as the
+reference for every tile size, a dispatch count independent of the batch,
+and the same count on CUDA as on CPU."""
 
 import re
 
@@ -24,6 +25,7 @@ BALANCE_LENGTHS = {
     "one-long": [1, 2, 300, 1],
     "all-equal": [4] * 6,
     "all-empty": [0, 0, 0],
+    "no-items": [],
 }
 
 
@@ -36,23 +38,45 @@ def module_text(batch="?"):
             f"func.func @{kind}(%x: {t}) -> {r} {{\n"
             f"  %r = ragged.reduce <{kind}> %x{empty} : {t} -> {r}\n  return %r : {r}\n}}"
         )
+    t = f"!ragged.tensor<{batch}, [L], 8, f32>"
+    fns.append(
+        f"func.func @softmax(%x: {t}) -> {t} {{\n  %r = ragged.softmax %x : {t}\n  return %r : {t}\n}}"
+    )
     return "\n".join(fns)
 
 
-@pytest.fixture(scope="module")
-def balanced():
-    return ragged_mlir.compile(module_text(), options=CompileOptions(balance_tile=4))
+@pytest.fixture(scope="module", params=[0, 1, 4, 16], ids=lambda t: f"tile{t}")
+def balanced(request):
+    return ragged_mlir.compile(module_text(), options=CompileOptions(balance_tile=request.param))
+
+
+def _items(case):
+    rng = np.random.default_rng(3)
+    return [rng.standard_normal((n, 8)).astype(np.float32) for n in BALANCE_LENGTHS[case]]
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("case", list(BALANCE_LENGTHS))
 def test_balanced_reduce_matches_reference(balanced, kind, case):
-    rng = np.random.default_rng(3)
-    items = [rng.standard_normal((n, 8)).astype(np.float32) for n in BALANCE_LENGTHS[case]]
-    got = getattr(balanced, kind)(RaggedArray.from_list(items, trailing_shape=(8,)))
+    items = _items(case)
+    got = getattr(balanced, kind)(RaggedArray.from_list(items, trailing_shape=(8,), dtype=np.float32))
     _, ref, empty = KINDS[kind]
-    want = np.stack([ref(x.astype(np.float64)) if len(x) else np.full(8, empty) for x in items])
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(max(BALANCE_LENGTHS[case])))
+    want = np.array([ref(x.astype(np.float64)) if len(x) else np.full(8, empty) for x in items])
+    want = want.reshape(len(items), 8)
+    np.testing.assert_allclose(
+        got, want, rtol=1e-5, atol=1e-5 * np.sqrt(max(BALANCE_LENGTHS[case], default=1))
+    )
+
+
+@pytest.mark.parametrize("case", list(BALANCE_LENGTHS))
+def test_balanced_softmax_matches_reference(balanced, case):
+    items = _items(case)
+    got = balanced.softmax(RaggedArray.from_list(items, trailing_shape=(8,), dtype=np.float32))
+    assert got.offsets.tolist() == np.cumsum([0, *BALANCE_LENGTHS[case]]).tolist()
+    for out, x in zip(got.to_list(), items, strict=True):
+        x = x.astype(np.float64)
+        e = np.exp(x - x.max(0)) if len(x) else x
+        np.testing.assert_allclose(out, e / e.sum(0) if len(x) else x, rtol=1e-5, atol=1e-6)
 
 
 def dispatches(text, backend, flags, tile):
@@ -63,14 +87,16 @@ def dispatches(text, backend, flags, tile):
 
 def test_balanced_dispatch_count_fixed_and_equal_on_cuda():
     cpu = ["--iree-llvmcpu-target-cpu=host"]
-    small = dispatches(module_text(1), "llvm-cpu", cpu, 16)
+    small = dispatches(module_text(2), "llvm-cpu", cpu, 16)
     large = dispatches(module_text(64), "llvm-cpu", cpu, 16)
     cuda = dispatches(module_text(64), "cuda", ["--iree-cuda-target=sm_80"], 16)
     assert small == large == cuda, (small, large, cuda)
 
 
 def test_gpu_targets_balance_by_default():
-    assert "balance-tile=16 attention-buckets=0" in CompileOptions(target="cuda").pipeline
+    assert "ragged-to-iree-input{attention-buckets=0" in CompileOptions(target="cuda").pipeline
+    assert "balance-tile=4" in CompileOptions(balance_tile=4).pipeline
+    assert "balance-tile=0" in CompileOptions(balance_tile=0).pipeline
     # CPU: the pipeline's defaults, with IREE's fused attention only on AVX-512 hosts.
     cpu = CompileOptions(target="llvm-cpu").pipeline
     if ragged_mlir.compiler._host_has_avx512():
@@ -78,8 +104,9 @@ def test_gpu_targets_balance_by_default():
     else:
         assert cpu == "builtin.module(ragged-to-iree-input{iree-attention=0})"
     assert CompileOptions(iree_attention=True).pipeline == ragged_mlir.compiler.PIPELINE
-    with pytest.raises(ValueError, match="balance_tile: expected >= 0"):
-        _ = CompileOptions(balance_tile=-1).pipeline
+    for bad in (-1, 65):
+        with pytest.raises(ValueError, match="balance_tile: expected 0 to 64"):
+            _ = CompileOptions(balance_tile=bad).pipeline
 
 
 def test_cpu_data_tiling_by_default():
