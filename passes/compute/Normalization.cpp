@@ -249,9 +249,13 @@ private:
           for (auto [v, ok] : llvm::zip(t.rows, t.valid))
             m = arith::MaximumFOp::create(nb, l, m,
                                           arith::SelectOp::create(nb, l, ok, v, floatConst(nb, l, elem, -inf)));
+          // A tile of -inf only (a masked causal block) sums to 0, not NaN.
+          Value ninf = floatConst(nb, l, elem, -inf);
+          Value allInf = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, m, ninf);
+          Value shift = arith::SelectOp::create(nb, l, allInf, floatConst(nb, l, elem, 0.0), m);
           Value s = floatConst(nb, l, elem, 0.0);
           for (auto [v, ok] : llvm::zip(t.rows, t.valid)) {
-            Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, v, m));
+            Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, v, shift));
             s = arith::AddFOp::create(nb, l, s,
                                       arith::SelectOp::create(nb, l, ok, e, floatConst(nb, l, elem, 0.0)));
           }

@@ -140,3 +140,20 @@ def test_cpu_peels_vector_remainders_on_avx2(monkeypatch):
     monkeypatch.setattr(compiler, "_host_is_x86", lambda: False)
     monkeypatch.setattr(compiler, "_host_has_avx512", lambda: False)
     assert peel not in CompileOptions().flags()
+
+
+def test_balanced_softmax_with_masked_blocks(balanced):
+    """-inf entries (masked scores) in whole tiles, in part of a tile, and in a
+    whole item: the masked entries get 0 and an all -inf item NaN, as in
+    numpy."""
+    rng = np.random.default_rng(5)
+    items = [rng.standard_normal((n, 8)).astype(np.float32) for n in (40, 7, 3, 20)]
+    items[0][:21] = -np.inf
+    items[1][2:5, :3] = -np.inf
+    items[2][:] = -np.inf
+    items[3][::2] = -np.inf
+    got = balanced.softmax(RaggedArray.from_list(items, trailing_shape=(8,), dtype=np.float32))
+    with np.errstate(invalid="ignore"):
+        for out, x in zip(got.to_list(), items, strict=True):
+            e = np.exp(x.astype(np.float64) - x.max(0))
+            np.testing.assert_allclose(out, e / e.sum(0), rtol=1e-5, atol=1e-6)
