@@ -67,17 +67,27 @@ Value lowering::parallelGeneric(
     OpBuilder &b, Location loc, Value init, ValueRange inputs,
     ArrayRef<AffineMap> inputMaps,
     function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
-  auto initType = cast<RankedTensorType>(init.getType());
-  unsigned rank = initType.getRank();
+  return parallelGeneric(b, loc, ValueRange{init}, inputs, inputMaps,
+                         [&](OpBuilder &nb, Location l, ValueRange args) {
+                           return SmallVector<Value>{body(nb, l, args)};
+                         })
+      .front();
+}
+
+SmallVector<Value> lowering::parallelGeneric(
+    OpBuilder &b, Location loc, ValueRange inits, ValueRange inputs,
+    ArrayRef<AffineMap> inputMaps,
+    function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> body) {
+  unsigned rank = cast<RankedTensorType>(inits.front().getType()).getRank();
   SmallVector<AffineMap> maps(inputMaps);
-  maps.push_back(b.getMultiDimIdentityMap(rank));
+  maps.append(inits.size(), b.getMultiDimIdentityMap(rank));
   SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
-      b, loc, initType, inputs, ValueRange{init}, maps, iters,
+      b, loc, TypeRange(inits), inputs, inits, maps, iters,
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
         linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
       });
-  return generic.getResult(0);
+  return SmallVector<Value>(generic.getResults());
 }
 
 std::pair<Value, Value> lowering::segmentBounds(OpBuilder &b, Location loc,
@@ -343,7 +353,8 @@ Value lowering::emptyLike(OpBuilder &b, Location loc, Value like, Type elementTy
                      elementType ? elementType : type.getElementType(), dyn);
 }
 
-Value lowering::emptyRows(OpBuilder &b, Location loc, Value n, Value values) {
+Value lowering::emptyRows(OpBuilder &b, Location loc, Value n, Value values,
+                         Type elementType) {
   auto type = cast<RankedTensorType>(values.getType());
   SmallVector<int64_t> shape{ShapedType::kDynamic};
   SmallVector<Value> dyn{n};
@@ -352,7 +363,19 @@ Value lowering::emptyRows(OpBuilder &b, Location loc, Value n, Value values) {
     if (type.isDynamicDim(d))
       dyn.push_back(dimOf(b, loc, values, d));
   }
-  return emptyTensor(b, loc, shape, type.getElementType(), dyn);
+  return emptyTensor(b, loc, shape, elementType ? elementType : type.getElementType(), dyn);
+}
+
+Value lowering::foldRows(OpBuilder &b, Location loc, Value source, Value lo, Value hi,
+                         ArrayRef<Value> indices, Value init,
+                         function_ref<Value(OpBuilder &, Location, Value, Value)> step) {
+  return forLoop(b, loc, lo, hi, {init},
+                 [&](OpBuilder &lb, Location l, Value r, ValueRange acc) {
+                   SmallVector<Value> at{r};
+                   llvm::append_range(at, indices.drop_front());
+                   Value v = tensor::ExtractOp::create(lb, l, source, at);
+                   return SmallVector<Value>{step(lb, l, acc[0], v)};
+                 })[0];
 }
 
 ValueRange lowering::forLoop(OpBuilder &b, Location loc, Value lo, Value hi,

@@ -58,6 +58,11 @@ Value parallelGeneric(
     OpBuilder &b, Location loc, Value init, ValueRange inputs,
     ArrayRef<AffineMap> inputMaps,
     function_ref<Value(OpBuilder &, Location, ValueRange)> body);
+/// The same with one identity-mapped result per init (all of one shape).
+SmallVector<Value> parallelGeneric(
+    OpBuilder &b, Location loc, ValueRange inits, ValueRange inputs,
+    ArrayRef<AffineMap> inputMaps,
+    function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> body);
 
 /// A float constant of `type`.
 Value floatConst(OpBuilder &b, Location loc, Type type, double v);
@@ -65,11 +70,18 @@ Value floatConst(OpBuilder &b, Location loc, Type type, double v);
 SmallVector<Value> loopIndices(OpBuilder &b, Location loc, unsigned rank);
 /// An empty tensor shaped like `like` (its element type unless given).
 Value emptyLike(OpBuilder &b, Location loc, Value like, Type elementType = {});
-/// An empty tensor `[n, trailing dims of values...]`.
-Value emptyRows(OpBuilder &b, Location loc, Value n, Value values);
+/// An empty tensor `[n, trailing dims of values...]` (values' element type
+/// unless given).
+Value emptyRows(OpBuilder &b, Location loc, Value n, Value values, Type elementType = {});
 /// Loop `for i in [lo, hi)` carrying `init`; `body` returns the next values.
 ValueRange forLoop(OpBuilder &b, Location loc, Value lo, Value hi, ValueRange init,
                    function_ref<SmallVector<Value>(OpBuilder &, Location, Value, ValueRange)> body);
+/// Inside a generic whose loop indices are `indices` (leading dim, then the
+/// trailing dims of `source`): `step` folded over rows [lo, hi) of `source`
+/// at those trailing indices, from `init`.
+Value foldRows(OpBuilder &b, Location loc, Value source, Value lo, Value hi,
+               ArrayRef<Value> indices, Value init,
+               function_ref<Value(OpBuilder &, Location, Value acc, Value v)> step);
 /// Fails the call unless `pred` holds for every element of 1-D `tensor`.
 void assertAll(OpBuilder &b, Location loc, Value tensor, StringRef message,
                function_ref<Value(OpBuilder &, Location, Value)> pred);

@@ -201,15 +201,8 @@ private:
     auto overRows = [&](OpBuilder &nb, Location l, ArrayRef<Value> idx, Value init,
                         function_ref<Value(OpBuilder &, Location, Value, Value)> step) {
       Value next = arith::AddIOp::create(nb, l, idx[0], constIndex(nb, l, 1));
-      Value start = loadIndex(nb, l, groupRows, idx[0]);
-      Value end = loadIndex(nb, l, groupRows, next);
-      return forLoop(nb, l, start, end, {init},
-                     [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {
-                       SmallVector<Value> at{r};
-                       llvm::append_range(at, idx.drop_front());
-                       Value v = tensor::ExtractOp::create(lb, ll, values, at);
-                       return SmallVector<Value>{step(lb, ll, a[0], v)};
-                     })[0];
+      return foldRows(nb, l, values, loadIndex(nb, l, groupRows, idx[0]),
+                      loadIndex(nb, l, groupRows, next), idx, init, step);
     };
     Value maxima = parallelGeneric(
         b, loc, statsInit, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
@@ -245,42 +238,32 @@ private:
     SmallVector<Value> tileStats = tiles.mapTiles(
         b, loc, {elem, elem}, {}, /*readRows=*/true,
         [&](OpBuilder &nb, Location l, const Tile &t) {
-          Value m = floatConst(nb, l, elem, -inf);
+          Value ninf = floatConst(nb, l, elem, -inf), zero = floatConst(nb, l, elem, 0.0);
+          Value m = ninf;
           for (auto [v, ok] : llvm::zip(t.rows, t.valid))
-            m = arith::MaximumFOp::create(nb, l, m,
-                                          arith::SelectOp::create(nb, l, ok, v, floatConst(nb, l, elem, -inf)));
+            m = arith::MaximumFOp::create(nb, l, m, arith::SelectOp::create(nb, l, ok, v, ninf));
           // A tile of -inf only (a masked causal block) sums to 0, not NaN.
-          Value ninf = floatConst(nb, l, elem, -inf);
           Value allInf = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, m, ninf);
-          Value shift = arith::SelectOp::create(nb, l, allInf, floatConst(nb, l, elem, 0.0), m);
-          Value s = floatConst(nb, l, elem, 0.0);
+          Value shift = arith::SelectOp::create(nb, l, allInf, zero, m);
+          Value s = zero;
           for (auto [v, ok] : llvm::zip(t.rows, t.valid)) {
             Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, v, shift));
-            s = arith::AddFOp::create(nb, l, s,
-                                      arith::SelectOp::create(nb, l, ok, e, floatConst(nb, l, elem, 0.0)));
+            s = arith::AddFOp::create(nb, l, s, arith::SelectOp::create(nb, l, ok, e, zero));
           }
           return SmallVector<Value>{m, s};
         });
-    auto overTiles = [&](Value source, Value init,
-                         function_ref<Value(OpBuilder &, Location, Value, Value)> step) {
-      return tiles
-          .perSegment(b, loc, {elem},
-                      [&](OpBuilder &nb, Location l, ArrayRef<Value> idx, Value first,
-                          Value last) {
-                        return forLoop(nb, l, first, last, {init},
-                                       [&](OpBuilder &lb, Location ll, Value t, ValueRange a) {
-                                         SmallVector<Value> at{t};
-                                         llvm::append_range(at, idx.drop_front());
-                                         Value v = tensor::ExtractOp::create(lb, ll, source, at);
-                                         return SmallVector<Value>{step(lb, ll, a[0], v)};
-                                       });
-                      })
-          .front();
-    };
-    Value maxima = overTiles(tileStats[0], floatConst(b, loc, elem, -inf),
-                             [](OpBuilder &sb, Location sl, Value acc, Value v) -> Value {
-                               return arith::MaximumFOp::create(sb, sl, acc, v);
-                             });
+    Value maxima =
+        tiles
+            .perSegment(b, loc, {elem},
+                        [&](OpBuilder &nb, Location l, ArrayRef<Value> idx, Value first,
+                            Value last) {
+                          return SmallVector<Value>{foldRows(
+                              nb, l, tileStats[0], first, last, idx, floatConst(nb, l, elem, -inf),
+                              [](OpBuilder &sb, Location sl, Value acc, Value v) -> Value {
+                                return arith::MaximumFOp::create(sb, sl, acc, v);
+                              })};
+                        })
+            .front();
     // Tiles without rows (past the last one) hold m = -inf, s = 0.
     Value scaled =
         tiles
@@ -303,14 +286,11 @@ private:
         .perSegment(b, loc, {elem},
                     [&](OpBuilder &nb, Location l, ArrayRef<Value> idx, Value first,
                         Value last) {
-                      Value sum = forLoop(nb, l, first, last, {floatConst(nb, l, elem, 0.0)},
-                                          [&](OpBuilder &lb, Location ll, Value t, ValueRange a) {
-                                            SmallVector<Value> at{t};
-                                            llvm::append_range(at, idx.drop_front());
-                                            Value v = tensor::ExtractOp::create(lb, ll, scaled, at);
-                                            return SmallVector<Value>{
-                                                arith::AddFOp::create(lb, ll, a[0], v)};
-                                          })[0];
+                      Value sum = foldRows(
+                          nb, l, scaled, first, last, idx, floatConst(nb, l, elem, 0.0),
+                          [](OpBuilder &sb, Location sl, Value acc, Value v) -> Value {
+                            return arith::AddFOp::create(sb, sl, acc, v);
+                          });
                       Value big = tensor::ExtractOp::create(nb, l, maxima, idx);
                       return SmallVector<Value>{
                           arith::AddFOp::create(nb, l, big, math::LogOp::create(nb, l, sum))};

@@ -50,6 +50,13 @@ Value combine(OpBuilder &b, Location loc, ReduceKind kind, Value acc, Value v) {
   return arith::AddFOp::create(b, loc, acc, v);
 }
 
+/// `combine` for one kind, as a fold step.
+auto combineKind(ReduceKind kind) {
+  return [kind](OpBuilder &b, Location loc, Value acc, Value v) {
+    return combine(b, loc, kind, acc, v);
+  };
+}
+
 struct ReduceLowering : OpConversionPattern<ReduceOp> {
   ReduceLowering(const TypeConverter &converter, MLIRContext *ctx,
                  const RaggedLoweringOptions &options)
@@ -117,14 +124,8 @@ private:
         .perSegment(b, loc, {elem},
                     [&](OpBuilder &nb, Location l, ArrayRef<Value> idx, Value first,
                         Value last) {
-                      Value acc = forLoop(
-                          nb, l, first, last, {reduceIdentity(nb, l, kind, elem)},
-                          [&](OpBuilder &lb, Location ll, Value t, ValueRange a) {
-                            SmallVector<Value> at{t};
-                            llvm::append_range(at, idx.drop_front());
-                            Value v = tensor::ExtractOp::create(lb, ll, partials, at);
-                            return SmallVector<Value>{combine(lb, ll, kind, a[0], v)};
-                          })[0];
+                      Value acc = foldRows(nb, l, partials, first, last, idx,
+                                           reduceIdentity(nb, l, kind, elem), combineKind(kind));
                       Value len = tiles.segmentLength(nb, l, idx.front());
                       return SmallVector<Value>{finish(nb, l, kind, acc, len, empty)};
                     })
@@ -145,14 +146,8 @@ private:
           SmallVector<Value> idx = loopIndices(nb, l, rank);
           Value start = arith::IndexCastOp::create(nb, l, nb.getIndexType(), args[0]);
           Value end = arith::IndexCastOp::create(nb, l, nb.getIndexType(), args[1]);
-          Value acc = forLoop(
-              nb, l, start, end, {reduceIdentity(nb, l, kind, elem)},
-              [&](OpBuilder &lb, Location ll, Value r, ValueRange a) {
-                SmallVector<Value> at{r};
-                llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
-                Value v = tensor::ExtractOp::create(lb, ll, values, at);
-                return SmallVector<Value>{combine(lb, ll, kind, a[0], v)};
-              })[0];
+          Value acc = foldRows(nb, l, values, start, end, idx, reduceIdentity(nb, l, kind, elem),
+                               combineKind(kind));
           Value len = arith::SubIOp::create(nb, l, args[1], args[0]);
           return finish(nb, l, kind, acc, len, empty);
         });

@@ -14,23 +14,6 @@ using namespace mlir::ragged::lowering;
 
 namespace {
 
-/// An all-parallel generic with one identity-mapped result per init.
-SmallVector<Value> multiResultGeneric(
-    OpBuilder &b, Location loc, ValueRange inits, ValueRange inputs,
-    ArrayRef<AffineMap> inputMaps,
-    function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> body) {
-  unsigned rank = cast<RankedTensorType>(inits.front().getType()).getRank();
-  SmallVector<AffineMap> maps(inputMaps);
-  maps.append(inits.size(), b.getMultiDimIdentityMap(rank));
-  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange(inits), inputs, inits, maps, iters,
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
-      });
-  return SmallVector<Value>(generic.getResults());
-}
-
 Value i64Const(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v);
 }
@@ -73,7 +56,7 @@ SegmentTiles::SegmentTiles(OpBuilder &b, Location loc, Value rowOffsets, Value v
   // the entry past the end) start at the last segment's end.
   Value size = arith::AddIOp::create(b, loc, bound, constIndex(b, loc, 1));
   Value init = emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {size});
-  SmallVector<Value> tables = multiResultGeneric(
+  SmallVector<Value> tables = parallelGeneric(
       b, loc, {init, init}, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
         Value t = linalg::IndexOp::create(nb, l, 0);
         Value one = constIndex(nb, l, 1);
@@ -104,18 +87,6 @@ Value SegmentTiles::segmentLength(OpBuilder &b, Location loc, Value segment) con
                                tensor::ExtractOp::create(b, loc, rowOffsets, segment));
 }
 
-Value SegmentTiles::emptyRowsOf(OpBuilder &b, Location loc, Value n, Type elementType) const {
-  auto type = cast<RankedTensorType>(values.getType());
-  SmallVector<int64_t> shape{ShapedType::kDynamic};
-  SmallVector<Value> dyn{n};
-  for (int64_t d = 1; d < type.getRank(); ++d) {
-    shape.push_back(type.getDimSize(d));
-    if (type.isDynamicDim(d))
-      dyn.push_back(dimOf(b, loc, values, d));
-  }
-  return emptyTensor(b, loc, shape, elementType, dyn);
-}
-
 SmallVector<Value> SegmentTiles::mapTiles(OpBuilder &b, Location loc, TypeRange elementTypes,
                                           ValueRange tileInputs, bool readRows,
                                           TileBody body) const {
@@ -124,7 +95,7 @@ SmallVector<Value> SegmentTiles::mapTiles(OpBuilder &b, Location loc, TypeRange 
   Value tiles = dimOf(b, loc, starts, 0);
   SmallVector<Value> inits;
   for (Type t : elementTypes)
-    inits.push_back(emptyRowsOf(b, loc, tiles, t));
+    inits.push_back(emptyRows(b, loc, tiles, values, t));
   Value lastRow = arith::SubIOp::create(b, loc, dimOf(b, loc, values, 0), constIndex(b, loc, 1));
   // The tile's bounds are operands (for its row count): read per tile, they
   // keep IREE from collapsing (tile, trailing) into one dim, which would
@@ -136,7 +107,7 @@ SmallVector<Value> SegmentTiles::mapTiles(OpBuilder &b, Location loc, TypeRange 
   AffineMap perTile = AffineMap::get(rank, 0, b.getAffineDimExpr(0));
   SmallVector<AffineMap> maps{perTile, perTile};
   maps.append(tileInputs.size(), b.getMultiDimIdentityMap(rank));
-  return multiResultGeneric(
+  return parallelGeneric(
       b, loc, inits, inputs, maps, [&](OpBuilder &nb, Location l, ValueRange args) {
         Tile t;
         t.indices = loopIndices(nb, l, rank);
@@ -165,9 +136,9 @@ SmallVector<Value> SegmentTiles::perSegment(OpBuilder &b, Location loc, TypeRang
   Value segments = dimOf(b, loc, firstTile, 0);
   SmallVector<Value> inits;
   for (Type t : elementTypes)
-    inits.push_back(emptyRowsOf(b, loc, segments, t));
+    inits.push_back(emptyRows(b, loc, segments, values, t));
   AffineMap seg = AffineMap::get(rank, 0, b.getAffineDimExpr(0));
-  return multiResultGeneric(
+  return parallelGeneric(
       b, loc, inits, {firstTile, lastTile}, {seg, seg},
       [&](OpBuilder &nb, Location l, ValueRange args) {
         Value first = arith::IndexCastOp::create(nb, l, nb.getIndexType(), args[0]);

@@ -56,9 +56,6 @@ public:
   Value segmentLength(OpBuilder &b, Location loc, Value segment) const;
 
 private:
-  /// `[n, trailing dims of values...]` of `elementType`.
-  Value emptyRowsOf(OpBuilder &b, Location loc, Value n, Type elementType) const;
-
   Value rowOffsets;
   Value values;
   int64_t tile;

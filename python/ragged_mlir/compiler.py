@@ -43,6 +43,9 @@ PIPELINE = "builtin.module(ragged-to-iree-input)"
 #: every target): each tile's rows are read with contiguous vector loads, and
 #: one long item and many short ones give equal units of work.
 BALANCE_TILE = 16
+#: The largest tile: its rows are unrolled in the kernel (kMaxBalanceTile in
+#: passes/Passes.h, which the pass checks too).
+_MAX_BALANCE_TILE = 64
 
 
 class Target(enum.StrEnum):
@@ -186,8 +189,8 @@ class CompileOptions:
         cpu = self.target == Target.LLVM_CPU
         tile = self.balance_tile if self.balance_tile is not None else BALANCE_TILE
         buckets = self.attention_buckets if self.attention_buckets is not None else (3 if cpu else 0)
-        if not 0 <= tile <= 64:
-            raise ValueError(f"balance_tile: expected 0 to 64 or None, got {tile}")
+        if not 0 <= tile <= _MAX_BALANCE_TILE:
+            raise ValueError(f"balance_tile: expected 0 to {_MAX_BALANCE_TILE} or None, got {tile}")
         if buckets < 0:
             raise ValueError(f"attention_buckets: expected >= 0 or None, got {buckets}")
         options = []
