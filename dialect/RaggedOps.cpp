@@ -391,6 +391,12 @@ LogicalResult AttentionOp::verify() {
                       "query");
 }
 
+LogicalResult AttentionGradOp::verify() {
+  // AllTypesMatch gives every operand and result the query's type.
+  return requireHeads(*this, cast<RaggedTensorType>(getQuery().getType()),
+                      "query");
+}
+
 LogicalResult GatherOp::verify() {
   auto ids = cast<RaggedTensorType>(getIds().getType());
   auto table = cast<RankedTensorType>(getTable().getType());

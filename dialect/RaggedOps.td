@@ -384,6 +384,40 @@ def Ragged_AttentionOp : Ragged_Op<"attention",
   }]>];
 }
 
+def Ragged_AttentionGradOp : Ragged_Op<"attention_grad",
+    [AllTypesMatch<["query", "key", "value", "grad", "query_grad", "key_grad", "value_grad"]>]> {
+  let summary = "Gradients of ragged.attention with respect to Q, K and V";
+  let description = [{
+    Given the gradient `grad` of the loss with respect to the output of
+    `ragged.attention %query, %key, %value` (same `scale` and `causal`),
+    returns the gradients with respect to the query, key and value. With
+    `P = softmax(scale * Q Kᵀ [+ causal mask])` and `dO = grad`, per item
+    and head:
+
+    - `dV = Pᵀ dO`
+    - `dS = P ∘ (dO Vᵀ - rowsum(P ∘ dO Vᵀ))`
+    - `dQ = scale * dS K`, `dK = scale * dSᵀ Q`
+
+    `P` is recomputed from Q and K, so nothing but the operands is kept
+    from the forward. Lowered by length buckets like `ragged.attention`:
+    work and storage `sum_b L(b)^2 * H` (bounded by 2x within a bucket),
+    never `B * max L^2`, and a fixed number of dispatches.
+
+    ```mlir
+    %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %dout {scale = 0.17677 : f64, causal}
+        : !ragged.tensor<?, [L], 12, 32, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_Tensor:$query, Ragged_Tensor:$key, Ragged_Tensor:$value,
+                       Ragged_Tensor:$grad,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale, UnitAttr:$causal);
+  let results = (outs Ragged_Tensor:$query_grad, Ragged_Tensor:$key_grad,
+                      Ragged_Tensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $grad attr-dict `:` qualified(type($query))
+  }];
+}
+
 def Ragged_GatherOp : Ragged_Op<"gather"> {
   let summary = "Embedding lookup: ragged token ids to rows of a table";
   let description = [{

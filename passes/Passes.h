@@ -29,6 +29,9 @@ void populateRaggedStructureToLinalgPatterns(const TypeConverter &converter,
 /// The largest balance tile: its rows are unrolled in the tile kernel.
 constexpr int64_t kMaxBalanceTile = 64;
 
+/// Length buckets of attention (and of its gradient, whatever the option).
+constexpr int64_t kDefaultAttentionBuckets = 3;
+
 /// Choices of the compute lowering.
 struct RaggedLoweringOptions {
   /// When > 0, segment reductions and softmax run over tiles of this many
@@ -36,8 +39,10 @@ struct RaggedLoweringOptions {
   /// work per unit; 0 loops over each segment's rows.
   int64_t balanceTile = 16;
   /// When > 0, attention runs densely per length bucket (that many buckets);
-  /// 0 computes exactly sum L(b)^2 scores in segment loops.
-  int64_t attentionBuckets = 3;
+  /// 0 computes exactly sum L(b)^2 scores in segment loops. The gradient
+  /// (ragged.attention_grad) always runs by buckets, kDefaultAttentionBuckets
+  /// of them when this is 0.
+  int64_t attentionBuckets = kDefaultAttentionBuckets;
 };
 
 /// Patterns lowering the compute ops (elementwise, matmul, reductions,

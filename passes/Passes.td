@@ -44,7 +44,8 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
     Option<"attentionBuckets", "attention-buckets", "int64_t", /*default=*/"3",
            "Run attention densely per length bucket (sizes maxL/2^k), with at "
            "most 2x padding per item in all but the shortest bucket; 0 computes "
-           "exactly the sum of L(b)^2 scores in segment loops">,
+           "exactly the sum of L(b)^2 scores in segment loops (attention_grad "
+           "then takes 3 buckets)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

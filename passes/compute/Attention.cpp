@@ -188,12 +188,48 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
   int64_t buckets;
 };
 
+/// The gradients of ragged.attention by the same length buckets: per
+/// bucket, upstream linalg recomputes the probabilities and forms dQ, dK
+/// and dV on the blocks (linalgAttentionGrad).
+struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
+  AttentionGradLowering(const TypeConverter &converter, MLIRContext *ctx, int64_t buckets)
+      : OpConversionPattern(converter, ctx), buckets(buckets) {}
+
+  LogicalResult
+  matchAndRewrite(AttentionGradOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Packed q = unpack(op.getQuery(), adaptor.getQuery());
+    BucketKernel kernel;
+    kernel.buckets = buckets;
+    AttnShape shape{op.getCausal(), op.getScale().convertToDouble(), q.type.getElementType()};
+    SmallVector<Value> grads = bucketedRows(
+        rewriter, loc, {q.values, adaptor.getKey().front(), adaptor.getValue().front(), adaptor.getGrad().front()},
+        q.partitions.front(), kernel, 3, [&](OpBuilder &b, Location l, ArrayRef<Value> blocks, Value mask) {
+          return linalgAttentionGrad(b, l, blocks[0], blocks[1], blocks[2], blocks[3], mask, shape);
+        });
+    SmallVector<SmallVector<Value>> results;
+    for (Value grad : grads)
+      results.push_back(Packed{q.type, grad, q.partitions}.flatten(rewriter, loc));
+    rewriter.replaceOpWithMultiple(op, results);
+    return success();
+  }
+
+  int64_t buckets;
+};
+
 } // namespace
 
 void mlir::ragged::compute::populateAttentionPatterns(const TypeConverter &converter,
                                                     RewritePatternSet &patterns,
                                                     const RaggedLoweringOptions &options) {
   patterns.add<ScoresLowering, ApplyLowering>(converter, patterns.getContext());
+  // The gradient always runs by buckets: with attention-buckets=0 (the
+  // forward decomposed into scores, softmax and apply) it takes the default
+  // ladder.
+  patterns.add<AttentionGradLowering>(converter, patterns.getContext(),
+                                      options.attentionBuckets > 0 ? options.attentionBuckets
+                                                                   : kDefaultAttentionBuckets);
   if (options.attentionBuckets > 0)
     patterns.add<BucketedAttentionLowering>(converter, patterns.getContext(), options.attentionBuckets);
   else

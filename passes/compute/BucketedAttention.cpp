@@ -142,12 +142,13 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
 
 } // namespace
 
-Value lowering::bucketedAttention(OpBuilder &rewriter, Location loc, Value q, Value k, Value v, Value offsets,
-                                  const AttnShape &shape, const BucketKernel &kernel) {
-  MLIRContext *ctx = rewriter.getContext();
-  Type elem = shape.elem;
+SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, ArrayRef<Value> operands,
+                                          Value offsets, const BucketKernel &kernel, unsigned numResults,
+                                          BlockBody body) {
   Type i64 = rewriter.getI64Type();
-  auto valuesType = cast<RankedTensorType>(q.getType());
+  Value first0 = operands.front();
+  auto valuesType = cast<RankedTensorType>(first0.getType());
+  Type elem = valuesType.getElementType();
   OpBuilder::InsertPoint here = rewriter.saveInsertionPoint();
 
   // The schedule (bucket sizes, items per bucket, read on the host)
@@ -180,7 +181,11 @@ Value lowering::bucketedAttention(OpBuilder &rewriter, Location loc, Value q, Va
   rewriter.restoreInsertionPoint(here);
   // The kernel's row gathers, for distinct operands only (a shared operand
   // is one linalg gather, one block).
-  bool rowGathers = kernel.gatherRows && q != k && q != v && k != v;
+  bool distinct = true;
+  for (size_t i = 0; i < operands.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      distinct &= operands[i] != operands[j];
+  bool rowGathers = kernel.gatherRows && distinct;
   // With `dropUnitHead`, one head reads [rows, d] views of the values.
   bool dropHead = kernel.dropUnitHead && valuesType.getDimSize(1) == 1;
   SmallVector<ReassociationIndices> headOf{{0}, {1, 2}};
@@ -195,30 +200,33 @@ Value lowering::bucketedAttention(OpBuilder &rewriter, Location loc, Value q, Va
     views.push_back({values, view});
     return view;
   };
-  Value qv = rowsOf(q), kv = rowsOf(k), vv = rowsOf(v);
+  SmallVector<Value> rowValues;
+  for (Value operand : operands)
+    rowValues.push_back(rowsOf(operand));
   // An operand that is itself rows gathered by the kernel (the last step
   // of another attention) is read from that gather's source through the
   // composed row index.
-  SmallVector<std::optional<GatheredRows>, 3> rerouted(3);
+  SmallVector<std::optional<GatheredRows>> rerouted(operands.size());
   if (rowGathers && kernel.gatheredRows)
-    for (auto [i, operand] : llvm::enumerate(ValueRange{qv, kv, vv}))
+    for (auto [i, operand] : llvm::enumerate(rowValues))
       rerouted[i] = kernel.gatheredRows(rewriter, loc, operand);
   // Dims of a row ([H, d], or [d] for a dropped head) and their sizes.
-  auto rowType = cast<RankedTensorType>(qv.getType());
+  Value rowShaped = rowValues.front();
+  auto rowType = cast<RankedTensorType>(rowShaped.getType());
   SmallVector<int64_t> rowShape(rowType.getShape().drop_front());
   unsigned rowRank = rowShape.size();
-  SmallVector<OpFoldResult> rowSizes = tensor::getMixedSizes(rewriter, loc, qv);
+  SmallVector<OpFoldResult> rowSizes = tensor::getMixedSizes(rewriter, loc, rowShaped);
   rowSizes.erase(rowSizes.begin());
   // [n, S] then each row dim: how blocks and rows reshape into each other.
   SmallVector<ReassociationIndices> slotsThenRow{{0, 1}};
   for (unsigned i = 0; i < rowRank; ++i)
     slotsThenRow.push_back({i + 2});
 
-  // Each bucket's blocks [n, S, H, d] of q, k and v come from one gather
-  // of the packed rows (rows past an item's length repeat its last row:
-  // they are masked as keys and dropped as queries), attention runs on
-  // them, and its output, as rows, is the next part of the output slab.
-  SmallVector<Value> outBlocks;
+  // Each bucket's blocks [n, S, H, d] come from one gather of the packed
+  // rows (rows past an item's length repeat its last row: the body masks
+  // them), the body runs on them, and each of its results, as rows, is the
+  // next part of that result's slab.
+  SmallVector<SmallVector<Value>> outBlocks(numResults);
   for (size_t kk = 0; kk < sizes.size(); ++kk) {
     // Dynamic sizes of the [n, S] slot tensors and the [n, S, H, d] blocks.
     SmallVector<Value> dyn2{lay.counts[kk]};
@@ -227,7 +235,7 @@ Value lowering::bucketedAttention(OpBuilder &rewriter, Location loc, Value q, Va
     SmallVector<Value> dynBlock = dyn2;
     for (unsigned i = 0; i < rowRank; ++i)
       if (rowType.isDynamicDim(i + 1))
-        dynBlock.push_back(dimOf(rewriter, loc, qv, i + 1));
+        dynBlock.push_back(dimOf(rewriter, loc, rowShaped, i + 1));
     SmallVector<int64_t> blockShape{ShapedType::kDynamic, staticSizes[kk]};
     llvm::append_range(blockShape, rowShape);
     auto blockType = RankedTensorType::get(blockShape, elem);
@@ -246,7 +254,8 @@ Value lowering::bucketedAttention(OpBuilder &rewriter, Location loc, Value q, Va
     auto slotInit = [&](Type type) {
       return emptyTensor(rewriter, loc, {ShapedType::kDynamic, staticSizes[kk]}, type, dyn2);
     };
-    Value qb, kb, vb, mask;
+    SmallVector<Value> blocks;
+    Value mask;
     if (rowGathers) {
       // The source row and key mask of every slot [n, S], then IREE's
       // row gathers: IREE flattens a linalg.generic gather to one loop
@@ -282,16 +291,17 @@ Value lowering::bucketedAttention(OpBuilder &rewriter, Location loc, Value q, Va
         return tensor::ExpandShapeOp::create(rewriter, loc, blockType, gathered, slotsThenRow, blockSizes)
             .getResult();
       };
-      qb = block(qv, rerouted[0]), kb = block(kv, rerouted[1]), vb = block(vv, rerouted[2]);
+      for (auto [operand, rows] : llvm::zip(rowValues, rerouted))
+        blocks.push_back(block(operand, rows));
     } else {
-      // One gather of the three blocks, or, when operands are shared,
-      // one gather per distinct source: a shared operand is one block.
-      // IREE merges results that yield the same value, and fails on a
-      // gather one of whose several results feeds two operands of its
-      // attention ('linalg.yield' op expected number of yield values (2)
-      // to match ... (1)).
+      // One gather of all blocks, or, when operands are shared, one
+      // gather per distinct source: a shared operand is one block. IREE
+      // merges results that yield the same value, and fails on a gather
+      // one of whose several results feeds two operands of its attention
+      // ('linalg.yield' op expected number of yield values (2) to match
+      // ... (1)).
       SmallVector<Value> sources;
-      for (Value source : {qv, kv, vv})
+      for (Value source : rowValues)
         if (!llvm::is_contained(sources, source))
           sources.push_back(source);
       unsigned loops = blockType.getRank();
@@ -314,28 +324,32 @@ Value lowering::bucketedAttention(OpBuilder &rewriter, Location loc, Value q, Va
                    })
             .getResults();
       };
-      SmallVector<Value> blocks;
-      if (sources.size() == 3)
-        llvm::append_range(blocks, gather(sources));
+      SmallVector<Value> gathered;
+      if (sources.size() == rowValues.size())
+        llvm::append_range(gathered, gather(sources));
       else
         for (Value source : sources)
-          blocks.push_back(gather(source).front());
-      auto blockOf = [&](Value source) { return blocks[llvm::find(sources, source) - sources.begin()]; };
+          gathered.push_back(gather(source).front());
+      for (Value operand : rowValues)
+        blocks.push_back(gathered[llvm::find(sources, operand) - sources.begin()]);
       mask = parallelGeneric(rewriter, loc, slotInit(rewriter.getI1Type()), {}, {},
                              [&](OpBuilder &b, Location l, ValueRange) {
                                return slotRow(b, l, linalg::IndexOp::create(b, l, 0),
                                               linalg::IndexOp::create(b, l, 1))
                                    .second;
                              });
-      qb = blockOf(qv), kb = blockOf(kv), vb = blockOf(vv);
     }
-    Value out = kernel.attend(rewriter, loc, qb, kb, vb, mask, shape);
-    outBlocks.push_back(tensor::CollapseShapeOp::create(rewriter, loc, out, slotsThenRow));
+    SmallVector<Value> outs = body(rewriter, loc, blocks, mask);
+    assert(outs.size() == numResults && "block body returned the wrong number of results");
+    for (auto [slab, out] : llvm::zip(outBlocks, outs))
+      slab.push_back(tensor::CollapseShapeOp::create(rewriter, loc, out, slotsThenRow));
   }
-  Value outSlab = tensor::ConcatOp::create(rewriter, loc, /*dim=*/0, outBlocks);
+  SmallVector<Value> slabs;
+  for (ArrayRef<Value> parts : outBlocks)
+    slabs.push_back(tensor::ConcatOp::create(rewriter, loc, /*dim=*/0, parts));
 
   // Back to packed rows: row r of item b is slab row slabStart[b] + r - lo[b].
-  Value rows = dimOf(rewriter, loc, q, 0);
+  Value rows = dimOf(rewriter, loc, first0, 0);
   Value slabRow = parallelGeneric(
       rewriter, loc, emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {rows}), {}, {},
       [&](OpBuilder &b, Location l, ValueRange) {
@@ -345,54 +359,116 @@ Value lowering::bucketedAttention(OpBuilder &rewriter, Location loc, Value q, Va
                                          arith::SubIOp::create(b, l, r, loadIndex(b, l, lo, item)));
         return arith::IndexCastOp::create(b, l, b.getI64Type(), at);
       });
-  Value out = rowGathers ? kernel.gatherRows(rewriter, loc, outSlab, slabRow)
-                          : parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, qv), {}, {},
-                                            [&](OpBuilder &b, Location l, ValueRange) {
-                                              SmallVector<Value> at{loadIndex(
-                                                  b, l, slabRow, ValueRange{linalg::IndexOp::create(b, l, 0)})};
-                                              for (unsigned i = 1; i <= rowRank; ++i)
-                                                at.push_back(linalg::IndexOp::create(b, l, i));
-                                              return tensor::ExtractOp::create(b, l, outSlab, at).getResult();
-                                            });
+  SmallVector<Value> results;
+  if (rowGathers) {
+    for (Value slab : slabs)
+      results.push_back(kernel.gatherRows(rewriter, loc, slab, slabRow));
+  } else {
+    results = parallelGeneric(
+        rewriter, loc, SmallVector<Value>(numResults, emptyLike(rewriter, loc, rowShaped)), {}, {},
+        [&](OpBuilder &b, Location l, ValueRange) {
+          SmallVector<Value> at{loadIndex(b, l, slabRow, ValueRange{linalg::IndexOp::create(b, l, 0)})};
+          for (unsigned i = 1; i <= rowRank; ++i)
+            at.push_back(linalg::IndexOp::create(b, l, i));
+          SmallVector<Value> read;
+          for (Value slab : slabs)
+            read.push_back(tensor::ExtractOp::create(b, l, slab, at));
+          return read;
+        });
+  }
   if (dropHead)
-    out = tensor::ExpandShapeOp::create(rewriter, loc, valuesType, out, headOf,
-                                        tensor::getMixedSizes(rewriter, loc, q));
+    for (Value &out : results)
+      out = tensor::ExpandShapeOp::create(rewriter, loc, valuesType, out, headOf,
+                                          tensor::getMixedSizes(rewriter, loc, first0));
+  return results;
+}
+
+Value lowering::bucketedAttention(OpBuilder &b, Location loc, Value q, Value k, Value v, Value offsets,
+                                  const AttnShape &shape, const BucketKernel &kernel) {
+  return bucketedRows(b, loc, {q, k, v}, offsets, kernel, 1,
+                      [&](OpBuilder &nb, Location l, ArrayRef<Value> blocks, Value mask) {
+                        return SmallVector<Value>{kernel.attend(nb, l, blocks[0], blocks[1], blocks[2], mask, shape)};
+                      })
+      .front();
+}
+
+namespace {
+
+/// What linalgAttention and its gradient share: the unnormalised weights
+/// exp(logit - row max) [n, H, S, S] (0 for masked keys) and their row sums
+/// [n, H, S], with the loop helpers both use.
+struct BlockSoftmax {
+  Value weights, sums;
+};
+
+struct BlockMaps {
+  MLIRContext *ctx;
+  AffineExpr d(unsigned i) const { return getAffineDimExpr(i, ctx); }
+  AffineMap map5(ArrayRef<AffineExpr> r) const { return AffineMap::get(5, 0, r, ctx); }
+  AffineMap map4(ArrayRef<AffineExpr> r) const { return AffineMap::get(4, 0, r, ctx); }
+  /// Loops (b, h, m, j, e): a row of the query side, of the key side, a pair.
+  AffineMap rowsOf() const { return map5({d(0), d(2), d(1), d(4)}); }
+  AffineMap keysOf() const { return map5({d(0), d(3), d(1), d(4)}); }
+  AffineMap pairOf() const { return map5({d(0), d(1), d(2), d(3)}); }
+  /// Loops (b, h, i, j) over pairs: all of it, its row, its key slot.
+  AffineMap all4() const { return AffineMap::getMultiDimIdentityMap(4, ctx); }
+  AffineMap row4() const { return map4({d(0), d(1), d(2)}); }
+  AffineMap key4() const { return map4({d(0), d(3)}); }
+  AffineMap query4() const { return map4({d(0), d(2)}); }
+};
+
+auto par = utils::IteratorType::parallel;
+auto red = utils::IteratorType::reduction;
+
+Value mulAdd(OpBuilder &nb, Location l, ValueRange a) {
+  return arith::AddFOp::create(nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
+}
+
+/// The dynamic values of `values` at the dynamic extents of `shape`.
+SmallVector<Value> dynOf(ArrayRef<int64_t> shape, ArrayRef<Value> values) {
+  SmallVector<Value> out;
+  for (auto [extent, value] : llvm::zip(shape, values))
+    if (ShapedType::isDynamic(extent))
+      out.push_back(value);
   return out;
 }
 
-Value lowering::linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
-                                Value keyMask, const AttnShape &blk) {
-  MLIRContext *ctx = b.getContext();
-  int64_t dyn = ShapedType::kDynamic;
+/// A zero-filled tensor.
+Value zeros(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type elem, ArrayRef<Value> dyn) {
+  return linalg::FillOp::create(b, loc, floatConst(b, loc, elem, 0.0), emptyTensor(b, loc, shape, elem, dyn))
+      .getResult(0);
+}
+
+/// [n, H, S, S] and [n, H, S] shapes of a block's pairs and rows.
+struct PairShapes {
+  SmallVector<int64_t> pairs, rows;
+  SmallVector<Value> pairDyn, rowDyn;
+};
+
+PairShapes pairShapes(OpBuilder &b, Location loc, Value block) {
+  auto type = cast<RankedTensorType>(block.getType());
+  int64_t s = type.getDimSize(1), h = type.getDimSize(2), dyn = ShapedType::kDynamic;
+  Value items = dimOf(b, loc, block, 0), size = dimOf(b, loc, block, 1), heads = dimOf(b, loc, block, 2);
+  PairShapes p;
+  p.pairs = {dyn, h, s, s};
+  p.rows = {dyn, h, s};
+  p.pairDyn = dynOf(p.pairs, {items, heads, size, size});
+  p.rowDyn = dynOf(p.rows, {items, heads, size});
+  return p;
+}
+
+/// sum_e a[b, ., h, e] c[b, ., h, e] for every pair: [n, H, S, S].
+Value pairDots(OpBuilder &b, Location loc, const BlockMaps &m, const PairShapes &p, Type elem, Value a, Value c) {
+  return structured(b, loc, zeros(b, loc, p.pairs, elem, p.pairDyn), {a, c}, {m.rowsOf(), m.keysOf(), m.pairOf()},
+                    {par, par, par, par, red}, mulAdd);
+}
+
+BlockSoftmax blockSoftmax(OpBuilder &b, Location loc, const BlockMaps &m, const PairShapes &p, Value qBlock,
+                          Value kBlock, Value keyMask, const AttnShape &blk) {
   Type elem = blk.elem;
-  auto blockType = cast<RankedTensorType>(qBlock.getType());
-  int64_t sStatic = blockType.getDimSize(1), hStatic = blockType.getDimSize(2);
-  Value items = dimOf(b, loc, qBlock, 0), size = dimOf(b, loc, qBlock, 1);
-  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  auto par = utils::IteratorType::parallel, red = utils::IteratorType::reduction;
-  auto dynOf = [&](ArrayRef<int64_t> shape, ArrayRef<Value> values) {
-    SmallVector<Value> out;
-    for (auto [extent, value] : llvm::zip(shape, values))
-      if (ShapedType::isDynamic(extent))
-        out.push_back(value);
-    return out;
-  };
-  Value zero = floatConst(b, loc, elem, 0.0);
   Value ninf = floatConst(b, loc, elem, -std::numeric_limits<double>::infinity());
-  // Loops (b, h, m, j, e): item, head, query, key, head column.
-  auto map5 = [&](ArrayRef<AffineExpr> r) { return AffineMap::get(5, 0, r, ctx); };
-  AffineMap rowsOf = map5({d(0), d(2), d(1), d(4)}), keysOf = map5({d(0), d(3), d(1), d(4)});
-  AffineMap pairOf = map5({d(0), d(1), d(2), d(3)});
-  auto mulAdd = [&](OpBuilder &nb, Location l, ValueRange a) {
-    return arith::AddFOp::create(nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1])).getResult();
-  };
   // scores[b, h, m, j] = sum_e q[b, m, h, e] k[b, j, h, e].
-  SmallVector<int64_t> sShape{dyn, hStatic, sStatic, sStatic};
-  Value heads = dimOf(b, loc, qBlock, 2);
-  Value sEmpty = emptyTensor(b, loc, sShape, elem, dynOf(sShape, {items, heads, size, size}));
-  Value sInit = linalg::FillOp::create(b, loc, zero, sEmpty).getResult(0);
-  Value scores = structured(b, loc, sInit, {qBlock, kBlock}, {rowsOf, keysOf, pairOf}, {par, par, par, par, red},
-                            mulAdd);
+  Value scores = pairDots(b, loc, m, p, elem, qBlock, kBlock);
   // Masked, scaled logits: keys past the item's length (and the future,
   // when causal) get -inf. Loops (b, h, i, j).
   auto logit = [&](OpBuilder &nb, Location l, Value s, Value ok) {
@@ -403,36 +479,84 @@ Value lowering::linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value 
     Value scaled = arith::MulFOp::create(nb, l, s, floatConst(nb, l, elem, blk.scale));
     return arith::SelectOp::create(nb, l, ok, scaled, ninf).getResult();
   };
-  AffineMap all4 = b.getMultiDimIdentityMap(4);
-  AffineMap row4 = AffineMap::get(4, 0, {d(0), d(1), d(2)}, ctx);
-  AffineMap key4 = AffineMap::get(4, 0, {d(0), d(3)}, ctx);
-  SmallVector<int64_t> rShape{dyn, hStatic, sStatic};
-  SmallVector<Value> rDyn = dynOf(rShape, {items, heads, size});
-  Value maxInit = linalg::FillOp::create(b, loc, ninf, emptyTensor(b, loc, rShape, elem, rDyn)).getResult(0);
-  Value maxima = structured(b, loc, maxInit, {scores, keyMask}, {all4, key4, row4}, {par, par, par, red},
+  Value maxInit = linalg::FillOp::create(b, loc, ninf, emptyTensor(b, loc, p.rows, elem, p.rowDyn)).getResult(0);
+  Value maxima = structured(b, loc, maxInit, {scores, keyMask}, {m.all4(), m.key4(), m.row4()}, {par, par, par, red},
                             [&](OpBuilder &nb, Location l, ValueRange a) {
                               return arith::MaximumFOp::create(nb, l, a[2], logit(nb, l, a[0], a[1]));
                             });
-  Value weights = structured(b, loc, sEmpty, {scores, keyMask, maxima}, {all4, key4, row4, all4},
+  Value pairEmpty = emptyTensor(b, loc, p.pairs, elem, p.pairDyn);
+  Value weights = structured(b, loc, pairEmpty, {scores, keyMask, maxima}, {m.all4(), m.key4(), m.row4(), m.all4()},
                              {par, par, par, par}, [&](OpBuilder &nb, Location l, ValueRange a) {
                                return math::ExpOp::create(
                                           nb, l, arith::SubFOp::create(nb, l, logit(nb, l, a[0], a[1]), a[2]))
                                    .getResult();
                              });
-  Value sumInit = linalg::FillOp::create(b, loc, zero, emptyTensor(b, loc, rShape, elem, rDyn)).getResult(0);
-  Value sums = structured(b, loc, sumInit, {weights}, {all4, row4}, {par, par, par, red},
-                          [&](OpBuilder &nb, Location l, ValueRange a) {
+  Value sums = structured(b, loc, zeros(b, loc, p.rows, elem, p.rowDyn), {weights}, {m.all4(), m.row4()},
+                          {par, par, par, red}, [&](OpBuilder &nb, Location l, ValueRange a) {
                             return arith::AddFOp::create(nb, l, a[1], a[0]).getResult();
                           });
-  // out[b, m, h, e] = sum_j weights[b, h, m, j] v[b, j, h, e] / sums[b, h, m].
-  // Loops (b, h, m, e, j): the reduction innermost.
-  Value oInit = linalg::FillOp::create(b, loc, zero, emptyLike(b, loc, qBlock)).getResult(0);
-  Value out = structured(b, loc, oInit, {weights, vBlock},
-                         {map5({d(0), d(1), d(2), d(4)}), map5({d(0), d(4), d(1), d(3)}), map5({d(0), d(2), d(1), d(3)})},
-                         {par, par, par, par, red}, mulAdd);
-  AffineMap sumOf = AffineMap::get(4, 0, {d(0), d(2), d(1)}, ctx);
-  return parallelGeneric(b, loc, emptyLike(b, loc, qBlock), {out, sums}, {all4, sumOf},
+  return {weights, sums};
+}
+
+/// out[b, m, h, e] = sum_j w[b, h, m, j] x[b, j, h, e] (loops (b, h, m, e, j),
+/// the reduction innermost); `transposed` reads w[b, h, j, m] instead.
+Value pairsTimesRows(OpBuilder &b, Location loc, const BlockMaps &m, Value w, Value x, bool transposed) {
+  auto d = [&](unsigned i) { return m.d(i); };
+  AffineMap wMap = transposed ? m.map5({d(0), d(1), d(4), d(2)}) : m.map5({d(0), d(1), d(2), d(4)});
+  Type elem = cast<RankedTensorType>(x.getType()).getElementType();
+  Value init = linalg::FillOp::create(b, loc, floatConst(b, loc, elem, 0.0), emptyLike(b, loc, x)).getResult(0);
+  return structured(b, loc, init, {w, x},
+                    {wMap, m.map5({d(0), d(4), d(1), d(3)}), m.map5({d(0), d(2), d(1), d(3)})},
+                    {par, par, par, par, red}, mulAdd);
+}
+
+} // namespace
+
+Value lowering::linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
+                                Value keyMask, const AttnShape &blk) {
+  BlockMaps m{b.getContext()};
+  PairShapes p = pairShapes(b, loc, qBlock);
+  BlockSoftmax sm = blockSoftmax(b, loc, m, p, qBlock, kBlock, keyMask, blk);
+  // out = weights v / sums: the division after the contraction.
+  Value out = pairsTimesRows(b, loc, m, sm.weights, vBlock, /*transposed=*/false);
+  AffineMap sumOf = m.map4({m.d(0), m.d(2), m.d(1)});
+  return parallelGeneric(b, loc, emptyLike(b, loc, qBlock), {out, sm.sums}, {m.all4(), sumOf},
                          [&](OpBuilder &nb, Location l, ValueRange a) {
                            return arith::DivFOp::create(nb, l, a[0], a[1]).getResult();
                          });
+}
+
+SmallVector<Value> lowering::linalgAttentionGrad(OpBuilder &b, Location loc, Value qBlock, Value kBlock,
+                                                 Value vBlock, Value doutBlock, Value mask, const AttnShape &blk) {
+  BlockMaps m{b.getContext()};
+  PairShapes p = pairShapes(b, loc, qBlock);
+  Type elem = blk.elem;
+  BlockSoftmax sm = blockSoftmax(b, loc, m, p, qBlock, kBlock, mask, blk);
+  // P = weights / sums on real query rows, 0 on the rest: a padded query
+  // slot then adds nothing to dV or dK.
+  Value zero = floatConst(b, loc, elem, 0.0);
+  Value probs = structured(b, loc, emptyTensor(b, loc, p.pairs, elem, p.pairDyn), {sm.weights, sm.sums, mask},
+                           {m.all4(), m.row4(), m.query4(), m.all4()}, {par, par, par, par},
+                           [&](OpBuilder &nb, Location l, ValueRange a) {
+                             Value pr = arith::DivFOp::create(nb, l, a[0], a[1]);
+                             return arith::SelectOp::create(nb, l, a[2], pr, zero).getResult();
+                           });
+  // dV[b, j, h, e] = sum_m P[b, h, m, j] dO[b, m, h, e].
+  Value dv = pairsTimesRows(b, loc, m, probs, doutBlock, /*transposed=*/true);
+  // dP = dO Vᵀ; dS = scale P (dP - sum_j P dP).
+  Value dp = pairDots(b, loc, m, p, elem, doutBlock, vBlock);
+  Value rowDot = structured(b, loc, zeros(b, loc, p.rows, elem, p.rowDyn), {probs, dp},
+                            {m.all4(), m.all4(), m.row4()}, {par, par, par, red}, mulAdd);
+  Value scale = floatConst(b, loc, elem, blk.scale);
+  Value ds = structured(b, loc, emptyTensor(b, loc, p.pairs, elem, p.pairDyn), {probs, dp, rowDot},
+                        {m.all4(), m.all4(), m.row4(), m.all4()}, {par, par, par, par},
+                        [&](OpBuilder &nb, Location l, ValueRange a) {
+                          Value centred = arith::SubFOp::create(nb, l, a[1], a[2]);
+                          return arith::MulFOp::create(nb, l, arith::MulFOp::create(nb, l, a[0], centred), scale)
+                              .getResult();
+                        });
+  // dQ = dS K; dK = dSᵀ Q.
+  Value dq = pairsTimesRows(b, loc, m, ds, kBlock, /*transposed=*/false);
+  Value dk = pairsTimesRows(b, loc, m, ds, qBlock, /*transposed=*/true);
+  return {dq, dk, dv};
 }

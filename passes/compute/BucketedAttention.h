@@ -48,6 +48,18 @@ struct BucketKernel {
   bool dropUnitHead = false;
 };
 
+/// A dense computation on one bucket: the blocks [n, S, H, d] (or [n, S, d],
+/// see `dropUnitHead`) of each operand and the [n, S] i1 mask of the slots
+/// inside their item give one output block per result, of the same shape.
+using BlockBody = function_ref<SmallVector<Value>(OpBuilder &, Location, ArrayRef<Value> blocks, Value mask)>;
+
+/// Runs `body` by length buckets on packed operands [rows, H, d] sharing
+/// `offsets` and returns `numResults` packed results of the same shape (see
+/// bucketedAttention for the layout). Only the ladder, the gathers and
+/// `dropUnitHead` of `kernel` are used.
+SmallVector<Value> bucketedRows(OpBuilder &b, Location loc, ArrayRef<Value> operands, Value offsets,
+                                const BucketKernel &kernel, unsigned numResults, BlockBody body);
+
 /// Attention by length buckets. Every non-empty item goes to the smallest
 /// bucket that fits it; bucket k holds n_k items padded to S_k rows. Per
 /// bucket, one gather reads the blocks [n_k, S_k, H, d] of q, k and v from
@@ -65,6 +77,13 @@ struct BucketKernel {
 /// builder's insertion point.
 Value bucketedAttention(OpBuilder &b, Location loc, Value q, Value k, Value v, Value offsets,
                         const AttnShape &shape, const BucketKernel &kernel);
+
+/// The gradients {dq, dk, dv} of linalgAttention's output on [n, S, H, d]
+/// blocks, given the gradient `dout` of its output: the probabilities are
+/// recomputed, rows past an item's length (`mask` false) contribute nothing
+/// as queries or keys, and their own gradients are 0.
+SmallVector<Value> linalgAttentionGrad(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
+                                       Value doutBlock, Value mask, const AttnShape &blk);
 
 /// Upstream linalg attention over [n, S, H, d] blocks, read in place:
 /// the two contractions index the blocks through their maps (batch dims

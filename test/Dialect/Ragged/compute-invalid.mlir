@@ -450,6 +450,24 @@ func.func @attention_key(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tens
 
 // -----
 
+// attention_grad: [B, L(b), heads, head_dim].
+func.func @attention_grad_layout(%q: !ragged.tensor<?, [L], 8, f32>) {
+  // expected-error @+1 {{'ragged.attention_grad' op query must be [B, L(b), heads, head_dim], got '!ragged.tensor<?, [L], 8, f32>'}}
+  %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %q : !ragged.tensor<?, [L], 8, f32>
+  return
+}
+
+// -----
+
+// attention_grad: the gradient of the output has the query's type (its partition too).
+func.func @attention_grad_partition(%q: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [M], 2, 4, f32>) {
+  // expected-error @+1 {{'ragged.attention_grad' op failed to verify that all of {query, key, value, grad, query_grad, key_grad, value_grad} have same type}}
+  %dq, %dk, %dv = "ragged.attention_grad"(%q, %q, %q, %g) : (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [M], 2, 4, f32>) -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>)
+  return
+}
+
+// -----
+
 // gather: ids are i64...
 func.func @gather_ids(%t: tensor<10x8xf32>, %ids: !ragged.tensor<?, [L], i32>) {
   // expected-error @+1 {{'ragged.gather' op ids must be i64, got 'i32'}}

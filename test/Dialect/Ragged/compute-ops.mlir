@@ -281,6 +281,17 @@ func.func @attention(%q: !ragged.tensor<8, [L], 2, 4, f32>, %k: !ragged.tensor<8
   return %b : !ragged.tensor<8, [L], 2, 4, f32>
 }
 
+// CHECK-LABEL: func.func @attention_grad
+// CHECK-SAME:    (%[[Q:.*]]: !ragged.tensor<?, [L], 2, 4, f32>, %[[G:.*]]: !ragged.tensor<?, [L], 2, 4, f32>)
+// CHECK-NEXT:    %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = ragged.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[G]] {causal, scale = 5.000000e-01 : f64}
+// CHECK-SAME:      : !ragged.tensor<?, [L], 2, 4, f32>
+// CHECK-NEXT:    return %[[DQ]], %[[DK]], %[[DV]]
+func.func @attention_grad(%q: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [L], 2, 4, f32>)
+    -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>) {
+  %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %g {causal, scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
+}
+
 //===----------------------------------------------------------------------===//
 // ragged.gather
 //===----------------------------------------------------------------------===//

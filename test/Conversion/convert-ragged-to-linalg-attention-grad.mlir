@@ -1,0 +1,68 @@
+// RUN: ragged-opt %s --split-input-file --convert-ragged-to-linalg="attention-buckets=2" | FileCheck %s --implicit-check-not=ragged.
+// RUN: ragged-opt %s --split-input-file --convert-ragged-to-linalg="attention-buckets=0" | FileCheck %s --check-prefix=EXACT --implicit-check-not=ragged.
+
+// The gradient of attention by the forward's length buckets: the same
+// schedule, then per bucket one gather of the four [n, S, H, d] blocks (q,
+// k, v and the output's gradient) and the [n, S] mask of real slots; the
+// scores, masked softmax and probabilities recomputed (P is 0 on padded
+// query slots); dV = Pᵀ dO (P read transposed through its map: no
+// transpose is materialised); dP = dO Vᵀ; the row sums of P dP; dS =
+// scale P (dP - rowsum); dQ = dS K and dK = dSᵀ Q. Each gradient's blocks
+// are concatenated into its slab, and one gather with three results reads
+// every packed row back from the three slabs.
+// CHECK-DAG:   #[[Q5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1, d4)>
+// CHECK-DAG:   #[[K5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d1, d4)>
+// CHECK-DAG:   #[[S5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+// CHECK-DAG:   #[[W5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+// CHECK-DAG:   #[[WT5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d2)>
+// CHECK-DAG:   #[[V5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d1, d3)>
+// CHECK-DAG:   #[[O5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1, d3)>
+// CHECK-LABEL: func.func @attention_grad
+// CHECK-COUNT-2: arith.ceildivui
+// CHECK:         %[[B:.*]]:4 = linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>)
+// CHECK:         %[[MASK:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x?xi1>)
+// CHECK:         %[[SC:.*]] = linalg.generic {indexing_maps = [#[[Q5]], #[[K5]], #[[S5]]], {{.*}} ins(%[[B]]#0, %[[B]]#1 :
+// CHECK:           arith.maximumf
+// CHECK:           math.exp
+// CHECK:         %[[P:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins({{.*}}, %[[MASK]] :
+// CHECK:           arith.divf
+// CHECK:           arith.select
+// CHECK:         %[[DV:.*]] = linalg.generic {indexing_maps = [#[[WT5]], #[[V5]], #[[O5]]], {{.*}} ins(%[[P]], %[[B]]#3 :
+// CHECK:         %[[DP:.*]] = linalg.generic {indexing_maps = [#[[Q5]], #[[K5]], #[[S5]]], {{.*}} ins(%[[B]]#3, %[[B]]#2 :
+// CHECK:         %[[ROW:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[P]], %[[DP]] :
+// CHECK:         %[[DS:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[DP]], %[[ROW]] :
+// CHECK:           arith.subf
+// CHECK:           arith.mulf
+// CHECK:           arith.mulf
+// CHECK:         %[[DQ:.*]] = linalg.generic {indexing_maps = [#[[W5]], #[[V5]], #[[O5]]], {{.*}} ins(%[[DS]], %[[B]]#1 :
+// CHECK:         %[[DK:.*]] = linalg.generic {indexing_maps = [#[[WT5]], #[[V5]], #[[O5]]], {{.*}} ins(%[[DS]], %[[B]]#0 :
+// CHECK:         linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>)
+// CHECK-COUNT-3: tensor.concat dim(0)
+// CHECK:         %[[OUT:.*]]:3 = linalg.generic {{.*}} outs({{.*}} : tensor<?x2x4xf32>, tensor<?x2x4xf32>, tensor<?x2x4xf32>)
+// CHECK:         return %[[OUT]]#0, %{{.*}}, %[[OUT]]#1, %{{.*}}, %[[OUT]]#2, %{{.*}} :
+// With attention-buckets=0 the forward is exact, the gradient takes the
+// default ladder (3 buckets).
+// EXACT-LABEL: func.func @attention_grad
+// EXACT-COUNT-3: arith.ceildivui
+// EXACT-COUNT-3: tensor.concat dim(0)
+func.func @attention_grad(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>,
+                          %v: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [L], 2, 4, f32>)
+    -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>) {
+  %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g {scale = 0.5 : f64, causal} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
+}
+
+// -----
+
+// q, k and v the same tensor: one gather of it and one of the gradient.
+// CHECK-LABEL: func.func @self_attention_grad
+// CHECK:         %[[XB:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x4xf32>)
+// CHECK-NEXT:    ^bb0
+// CHECK:         %[[GB:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x4xf32>)
+// CHECK-NEXT:    ^bb0
+// CHECK:         linalg.generic {{.*}} ins(%[[XB]], %[[XB]] :
+func.func @self_attention_grad(%x: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [L], 2, 4, f32>)
+    -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>) {
+  %dq, %dk, %dv = ragged.attention_grad %x, %x, %x, %g {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
+}
