@@ -325,6 +325,16 @@ LogicalResult ReduceOp::verify() {
                          "result type");
 }
 
+LogicalResult BroadcastOp::verify() {
+  auto like = cast<RaggedTensorType>(getLike().getType());
+  if (!isSequence(like))
+    return emitOpError() << "broadcasts over the ragged dim of [B, L(b), "
+                            "dense...]; got "
+                         << like;
+  return requireSameType(*this, ReduceOp::inferResultType(like),
+                         getSource().getType(), "source type");
+}
+
 LogicalResult SoftmaxOp::verify() {
   return requireFloat(*this, cast<RaggedTensorType>(getSource().getType()));
 }

@@ -267,6 +267,31 @@ def Ragged_ReduceOp : Ragged_Op<"reduce"> {
   }];
 }
 
+def Ragged_BroadcastOp : Ragged_Op<"broadcast", [AllTypesMatch<["like", "result"]>]> {
+  let summary = "Each item's row of a dense tensor, repeated over the item's rows";
+  let description = [{
+    `[B, D...] -> [B, L(b), D...]`: every row of item b of the result is
+    row b of `source`. `like` gives the result's type and partition (its
+    values are not read). The adjoint of `ragged.reduce <sum>`: what a
+    gradient flows through from a pooled item back to its rows. `like`
+    must be `[B, L(b), dense...]` and `source` the type `ragged.reduce`
+    gives for it.
+
+    One `linalg.generic` over the packed rows reading `source` at each
+    row's item (searched once per row).
+
+    ```mlir
+    %g = ragged.broadcast %pooled like %x
+        : tensor<?x384xf32>, !ragged.tensor<?, [L], 384, f32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$source, Ragged_Tensor:$like);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = [{
+    $source `like` $like attr-dict `:` type($source) `,` qualified(type($like))
+  }];
+}
+
 def Ragged_SoftmaxOp : Ragged_Op<"softmax", [AllTypesMatch<["source", "result"]>]> {
   let summary = "Softmax over the last ragged dim";
   let description = [{

@@ -153,6 +153,14 @@ Value lowering::findSegment(OpBuilder &b, Location loc, Value offsets,
   return loop.getResult(0);
 }
 
+Value lowering::segmentOfRows(OpBuilder &b, Location loc, Value offsets, Value rows) {
+  Value init = emptyTensor(b, loc, {ShapedType::kDynamic}, b.getI64Type(), {rows});
+  return parallelGeneric(b, loc, init, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
+    Value r = linalg::IndexOp::create(nb, l, 0);
+    return arith::IndexCastOp::create(nb, l, nb.getI64Type(), findSegment(nb, l, offsets, r)).getResult();
+  });
+}
+
 Value lowering::exclusivePrefixSum(OpBuilder &b, Location loc, Value sizes) {
   return exclusivePrefixSum(b, loc, dimOf(b, loc, sizes, 0),
                             [&](OpBuilder &nb, Location l, Value j) -> Value {

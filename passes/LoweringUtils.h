@@ -43,6 +43,10 @@ Value maxSegmentLength(OpBuilder &b, Location loc, Value offsets);
 /// The segment holding `row`: the largest s with offsets[s] <= row (binary
 /// search; skips empty segments). Valid for 0 <= row < offsets[last].
 Value findSegment(OpBuilder &b, Location loc, Value offsets, Value row);
+/// The segment of each of `rows` rows, `[rows]` i64, searched once per row.
+/// Read it with tensor.extract in a per-element generic: as an input, IREE
+/// would fuse the search into (and repeat it for) every element of the row.
+Value segmentOfRows(OpBuilder &b, Location loc, Value offsets, Value rows);
 /// Exclusive prefix sum of an i64 `[n]` tensor, as an `[n + 1]` tensor.
 Value exclusivePrefixSum(OpBuilder &b, Location loc, Value sizes);
 /// Exclusive prefix sum of the i64 terms `term(j)`, j in [0, n), as an

@@ -164,18 +164,7 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
     // group: one table read per element.
     Value lse = options.balanceTile > 0 ? logSumExpTiled(rewriter, loc, x.values, groupRows)
                                         : logSumExpPerGroup(rewriter, loc, x.values, groupRows);
-    // The group of every row, searched once per row and read with
-    // tensor.extract: as an input, IREE would fuse the search into (and
-    // repeat it for) every element of the row.
-    Value rows = dimOf(rewriter, loc, x.values, 0);
-    Value groupOfRow = parallelGeneric(
-        rewriter, loc,
-        emptyTensor(rewriter, loc, {ShapedType::kDynamic}, rewriter.getI64Type(), {rows}), {},
-        {}, [&](OpBuilder &b, Location l, ValueRange) {
-          Value r = linalg::IndexOp::create(b, l, 0);
-          return arith::IndexCastOp::create(b, l, b.getI64Type(), findSegment(b, l, groupRows, r))
-              .getResult();
-        });
+    Value groupOfRow = segmentOfRows(rewriter, loc, groupRows, dimOf(rewriter, loc, x.values, 0));
     unsigned rank = cast<RankedTensorType>(x.values.getType()).getRank();
     AffineMap id = rewriter.getMultiDimIdentityMap(rank);
     Value out = parallelGeneric(

@@ -166,10 +166,44 @@ private:
   RaggedLoweringOptions options;
 };
 
+/// Row r of the result is row segment(r) of the source: one generic over
+/// the packed rows, the segment read from a per-row table (segmentOfRows)
+/// so that each row is one contiguous copy.
+struct BroadcastLowering : OpConversionPattern<BroadcastOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(BroadcastOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Packed like = unpack(op.getLike(), adaptor.getLike());
+    Value source = adaptor.getSource().front();
+    Value rows = dimOf(rewriter, loc, like.values, 0);
+    Value segmentOf = segmentOfRows(rewriter, loc, like.partitions.front(), rows);
+    // IREE may fuse this generic into the packing of a data-tiled GEMM
+    // and evaluate it on the pack's padding rows too: the row index is
+    // clamped so that those read a real row's segment, not past the table.
+    Value lastRow = arith::SubIOp::create(
+        rewriter, loc, arith::MaxUIOp::create(rewriter, loc, rows, constIndex(rewriter, loc, 1)),
+        constIndex(rewriter, loc, 1));
+    unsigned rank = cast<RankedTensorType>(like.values.getType()).getRank();
+    Value out = parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, like.values), {}, {},
+                                [&](OpBuilder &b, Location l, ValueRange) {
+                                  SmallVector<Value> idx = loopIndices(b, l, rank);
+                                  Value row = arith::MinUIOp::create(b, l, idx[0], lastRow);
+                                  SmallVector<Value> at{loadIndex(b, l, segmentOf, ValueRange{row})};
+                                  llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
+                                  return tensor::ExtractOp::create(b, l, source, at).getResult();
+                                });
+    rewriter.replaceOpWithMultiple(op, {Packed{like.type, out, like.partitions}.flatten(rewriter, loc)});
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::ragged::compute::populateReductionPatterns(const TypeConverter &converter,
                                                     RewritePatternSet &patterns,
                                                     const RaggedLoweringOptions &options) {
   patterns.add<ReduceLowering>(converter, patterns.getContext(), options);
+  patterns.add<BroadcastLowering>(converter, patterns.getContext());
 }

@@ -48,6 +48,11 @@ OPS = {
         "!ragged.tensor<{B}, [S], 8, f32>",
         f"%r = ragged.reduce <mean> %x : {N} -> !ragged.tensor<{{B}}, [S], 8, f32>",
     ),
+    "broadcast": (
+        f"%p: tensor<{{B}}x8xf32>, %x: {S}",
+        S,
+        f"%r = ragged.broadcast %p like %x : tensor<{{B}}x8xf32>, {S}",
+    ),
     "softmax": (f"%x: {S}", S, f"%r = ragged.softmax %x : {S}"),
     "softmax_pairs": (f"%x: {P}", P, f"%r = ragged.softmax %x : {P}"),
     "layer_norm": (
@@ -106,6 +111,10 @@ def dispatch_count(name: str, batch: int, options: ragged_mlir.CompileOptions = 
     args, result, body = OPS[name]
     fmt = lambda s: s.replace("{{B}}", "{B}").replace("{B}", str(batch))  # noqa: E731
     text = f"func.func @{name}({fmt(args)}) -> {fmt(result)} {{\n  {fmt(body)}\n  return %r : {fmt(result)}\n}}\n"
+    return flow_dispatches(text, options)
+
+
+def flow_dispatches(text: str, options: ragged_mlir.CompileOptions) -> int:
     lowered = ragged_mlir.lower(text, options=options)
     flow = iree_compiler.compile_str(
         lowered,
@@ -148,3 +157,23 @@ def test_bucketed_attention_dispatch_count_fixed(options, bound):
     one, mid, large = (dispatch_count("attention", b, options) for b in (1, 64, 512))
     assert mid == large, f"{mid} dispatches at B=64, {large} at B=512"
     assert one <= mid <= bound, (one, mid)
+
+
+def attention_grad_dispatches(batch: int) -> int:
+    h = H.replace("{B}", str(batch))
+    return flow_dispatches(
+        f"func.func @g(%q: {h}, %k: {h}, %v: {h}, %d: {h}) -> ({h}, {h}, {h}) {{\n"
+        f"  %a, %b, %c = ragged.attention_grad %q, %k, %v, %d {{causal}} : {h}\n"
+        f"  return %a, %b, %c : {h}, {h}, {h}\n}}\n",
+        ragged_mlir.CompileOptions(),
+    )
+
+
+def test_attention_grad_dispatch_count_fixed():
+    """The attention gradient (3 buckets on every target): the forward's
+    bookkeeping, per bucket a gather of four blocks and the gradient's
+    contractions, one gather back of the three gradients; fixed for any
+    batch of more than one item."""
+    one, two, mid, large = (attention_grad_dispatches(b) for b in (1, 2, 64, 512))
+    assert two == mid == large, f"{two} dispatches at B=2, {mid} at B=64, {large} at B=512"
+    assert one <= mid <= 40, (one, mid)

@@ -281,6 +281,10 @@ def _reduce_module() -> str:
   %y = ragged.reduce <sum> %x : {S24} -> tensor<?x2x4xf32>
   return %y : tensor<?x2x4xf32>
 }}""",
+        f"""func.func @bcast(%p: tensor<?x2x4xf32>, %x: {S24}) -> {S24} {{
+  %y = ragged.broadcast %p like %x : tensor<?x2x4xf32>, {S24}
+  return %y : {S24}
+}}""",
     ]
     for name, (kind, empty, _) in REDUCE_EMPTY.items():
         e = f" empty({empty})" if empty else ""
@@ -327,6 +331,17 @@ def test_matmul_rank3(red, rng, ragged, lengths):
                 r[i, h] = a[i, h] @ wd
         ref.append(r)
     assert_ragged_close(out, ref, lengths, **sum_tol(8))
+
+
+def test_broadcast(red, rng, ragged, lengths):
+    """Row b of the source on every row of item b, bit-exact; like's values unread."""
+    x, _ = ragged(rng, lengths, (2, 4))
+    p = rng.uniform(-1, 1, (len(lengths), 2, 4)).astype(F32)
+    out = red.bcast(p, x)
+    np.testing.assert_array_equal(out.partitions[0], offsets_of(lengths))
+    want = [np.repeat(p[b][None], n, axis=0) for b, n in enumerate(lengths)]
+    for b, (got, w) in enumerate(zip(items_of(out, lengths), want, strict=True)):
+        np.testing.assert_array_equal(got, w, err_msg=f"item {b}")
 
 
 def ref_reduce(kind, seg, empty):

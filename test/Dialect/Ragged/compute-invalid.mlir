@@ -450,6 +450,24 @@ func.func @attention_key(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tens
 
 // -----
 
+// broadcast: the source is what ragged.reduce gives for `like`.
+func.func @broadcast_source(%p: tensor<?x4xf32>, %x: !ragged.tensor<?, [L], 8, f32>) {
+  // expected-error @+1 {{'ragged.broadcast' op source type must be 'tensor<?x8xf32>', got 'tensor<?x4xf32>'}}
+  %b = ragged.broadcast %p like %x : tensor<?x4xf32>, !ragged.tensor<?, [L], 8, f32>
+  return
+}
+
+// -----
+
+// broadcast: one ragged dim, first.
+func.func @broadcast_nested(%p: tensor<?x8xf32>, %x: !ragged.tensor<?, [S], [T(S)], 8, f32>) {
+  // expected-error @+1 {{'ragged.broadcast' op broadcasts over the ragged dim of [B, L(b), dense...]; got '!ragged.tensor<?, [S], [T(S)], 8, f32>'}}
+  %b = ragged.broadcast %p like %x : tensor<?x8xf32>, !ragged.tensor<?, [S], [T(S)], 8, f32>
+  return
+}
+
+// -----
+
 // attention_grad: [B, L(b), heads, head_dim].
 func.func @attention_grad_layout(%q: !ragged.tensor<?, [L], 8, f32>) {
   // expected-error @+1 {{'ragged.attention_grad' op query must be [B, L(b), heads, head_dim], got '!ragged.tensor<?, [L], 8, f32>'}}

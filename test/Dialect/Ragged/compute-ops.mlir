@@ -192,6 +192,19 @@ func.func @reduce_nested(%x: !ragged.tensor<?, [S], [T(S)], 384, f32>,
 }
 
 //===----------------------------------------------------------------------===//
+// ragged.broadcast
+//===----------------------------------------------------------------------===//
+
+// CHECK-LABEL: func.func @broadcast
+// CHECK-SAME:    (%[[P:.*]]: tensor<?x2x3xf32>, %[[X:.*]]: !ragged.tensor<?, [L], 2, 3, f32>)
+// CHECK-NEXT:    %[[B:.*]] = ragged.broadcast %[[P]] like %[[X]] : tensor<?x2x3xf32>, !ragged.tensor<?, [L], 2, 3, f32>
+// CHECK-NEXT:    return %[[B]]
+func.func @broadcast(%p: tensor<?x2x3xf32>, %x: !ragged.tensor<?, [L], 2, 3, f32>) -> !ragged.tensor<?, [L], 2, 3, f32> {
+  %b = ragged.broadcast %p like %x : tensor<?x2x3xf32>, !ragged.tensor<?, [L], 2, 3, f32>
+  return %b : !ragged.tensor<?, [L], 2, 3, f32>
+}
+
+//===----------------------------------------------------------------------===//
 // ragged.softmax
 //===----------------------------------------------------------------------===//
 
