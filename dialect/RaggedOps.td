@@ -246,8 +246,12 @@ def Ragged_ReduceOp : Ragged_Op<"reduce"> {
     mean of an empty segment is defined as `empty`, never NaN by accident),
     and must be given for `max` and `min` (e.g. `-inf`).
 
-    One `linalg.generic` over `[segments, D]` whose body loops over the
-    segment's rows, read from the offsets: one dispatch, work = real elements.
+    By default (`balance-tile` > 0) two levels of `linalg.generic`s: each
+    tile of rows reduced with its rows unrolled, then each segment's tiles
+    combined, so a long segment and many short ones give equal work units;
+    with `balance-tile=0`, one generic over `[segments, D]` whose body loops
+    over the segment's rows. A fixed number of dispatches, work = real
+    elements.
 
     ```mlir
     %s = ragged.reduce <max> %x empty(0xFF800000 : f32)
@@ -301,10 +305,11 @@ def Ragged_SoftmaxOp : Ragged_Op<"softmax", [AllTypesMatch<["source", "result"]>
     feature) or attention scores `[B, L(b), L(b), H]` (per query and head).
     Numerically stable (max subtracted). Empty groups produce no elements.
 
-    Lowered as three `linalg.generic`s: the max of each group, the sum of
-    `exp(x - max)` of each group, and the normalisation of every real
-    element (plus a scan of per-item group counts for `[B, L, L, H]`): a
-    fixed number of dispatches, independent of B.
+    Lowered as the log-sum-exp of each group (by row tiles by default: each
+    tile's max and exp-sum, rescaled to the group's max; with
+    `balance-tile=0`, loops over each group's rows), then `exp(x - lse)` for
+    every real element (plus a scan of per-item group counts for
+    `[B, L, L, H]`): a fixed number of dispatches, independent of B.
 
     ```mlir
     %p = ragged.softmax %s : !ragged.tensor<?, [L], [L], 12, f32>

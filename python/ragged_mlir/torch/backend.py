@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import hashlib
+import operator
 import os
 import time
 import warnings
@@ -119,8 +120,16 @@ atexit.register(_release_cache)
 
 
 def _is_emitted(node: torch.fx.Node) -> bool:
-    """Ragged ops, and reshapes torch-mlir would get wrong (see :mod:`.reshapes`)."""
-    return node.op == "call_function" and (node.target in LOWERINGS or reshape_groups(node) is not None)
+    """Ragged ops (and the results of those with several), and reshapes
+    torch-mlir would get wrong (see :mod:`.reshapes`)."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        source = node.args[0]
+        return (
+            isinstance(source, torch.fx.Node) and source.op == "call_function" and source.target in LOWERINGS
+        )
+    return node.target in LOWERINGS or reshape_groups(node) is not None
 
 
 def _build(gm: torch.fx.GraphModule):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 import os
 import re
 import sys
@@ -127,10 +128,14 @@ class Emitter:
 
     def unpack(self, packed: ir.Value, node: fx.Node) -> ir.Value:
         """The packed values of ``packed`` as ``node``'s type."""
+        return self.unpack_as(packed, value_of(node))
+
+    def unpack_as(self, packed: ir.Value, val: torch.Tensor) -> ir.Value:
+        """The packed values of ``packed`` as the type of the tensor ``val``."""
         rt = rd.RaggedTensorType(packed.type)
         dyn = ir.ShapedType.get_dynamic_size()
         values = rd.values(ir.RankedTensorType.get([dyn, *_dense_shape(rt)], rt.element_type), packed)
-        return self.cast(values, value_type(node))
+        return self.cast(values, tensor_type(val))
 
 
 def _dense_shape(rt) -> list[int]:
@@ -155,6 +160,18 @@ def _segment_reduce(em: Emitter, node: fx.Node) -> ir.Value:
     return em.cast(out, value_type(node))
 
 
+@lowering(
+    torch.ops.ragged.segment_broadcast.default, "each item's row repeated over its rows (a sum's adjoint)"
+)
+def _segment_broadcast(em: Emitter, node: fx.Node) -> ir.Value:
+    source, like, offsets = node.args
+    packed = em.pack(like, offsets)
+    rt = rd.RaggedTensorType(packed.type)
+    dyn = ir.ShapedType.get_dynamic_size()
+    want = ir.RankedTensorType.get([dyn, *_dense_shape(rt)], rt.element_type)
+    return em.unpack(rd.broadcast(em.cast(em[source], want), packed), node)
+
+
 @lowering(torch.ops.ragged.segment_softmax.default, "softmax over each item's rows, per column")
 def _segment_softmax(em: Emitter, node: fx.Node) -> ir.Value:
     values, offsets = node.args
@@ -169,6 +186,19 @@ def _attention(em: Emitter, node: fx.Node) -> ir.Value:
         *packed, scale=_float(scale, ir.F64Type.get()), causal=ir.UnitAttr.get() if causal else None
     )
     return em.unpack(out, node)
+
+
+@lowering(
+    torch.ops.ragged.attention_backward.default,
+    "the gradients (q, k, v) of attention given its output's (ragged.attention_grad)",
+)
+def _attention_backward(em: Emitter, node: fx.Node) -> tuple[ir.Value, ...]:
+    grad, q, k, v, offsets, scale, causal = node.args
+    packed = [em.pack(x, offsets) for x in (q, k, v, grad)]
+    grads = rd.attention_grad(
+        *packed, scale=_float(scale, ir.F64Type.get()), causal=ir.UnitAttr.get() if causal else None
+    )
+    return tuple(em.unpack_as(g, val) for g, val in zip(grads, value_of(node), strict=True))
 
 
 @lowering(torch.ops.ragged.to_padded.default, "packed rows as [B, length, ...], padding after each item")
@@ -434,6 +464,10 @@ def build_module(plan: Plan, owner: fx.GraphModule) -> tuple[ir.Module, dict[str
     with ir.InsertionPoint(block):
         for step in plan.steps:
             if isinstance(step, OpStep):
+                if step.node.target is operator.getitem:  # one result of a multi-result op
+                    source, index = step.node.args
+                    em.env[step.node] = em[source][index]
+                    continue
                 lower = LOWERINGS.get(step.node.target)
                 emit = lower.emit if lower is not None else _reshape
                 em.env[step.node] = emit(em, step.node)

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["attention", "from_padded", "segment_ids", "segment_reduce", "segment_softmax", "to_padded"]
+__all__ = [
+    "attention",
+    "attention_backward",
+    "from_padded",
+    "segment_broadcast",
+    "segment_ids",
+    "segment_reduce",
+    "segment_softmax",
+    "to_padded",
+]
 
 
 def segment_ids(offsets: torch.Tensor, rows: int) -> torch.Tensor:
@@ -48,6 +57,19 @@ def segment_reduce(values: torch.Tensor, offsets: torch.Tensor, kind: str, empty
 @segment_reduce.register_fake
 def _(values, offsets, kind, empty):
     return values.new_empty((offsets.shape[0] - 1,) + values.shape[1:])
+
+
+@torch.library.custom_op("ragged::segment_broadcast", mutates_args=())
+def segment_broadcast(source: torch.Tensor, like: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """Row b of ``source`` ``[B, ...]`` for every row of segment b:
+    ``[rows, ...]`` with ``rows = like.shape[0]`` (``like``'s values are not
+    read). The adjoint of a segment sum."""
+    return source[segment_ids(offsets, like.shape[0])]
+
+
+@segment_broadcast.register_fake
+def _(source, like, offsets):
+    return source.new_empty(like.shape[:1] + source.shape[1:])
 
 
 @torch.library.custom_op("ragged::segment_softmax", mutates_args=())
@@ -146,18 +168,16 @@ def _segment_reduce_setup(ctx, inputs, output):
 
 def _segment_reduce_backward(ctx, grad):
     values, offsets, output = ctx.saved_tensors
-    ids = segment_ids(offsets, values.shape[0])
     if ctx.kind in ("sum", "mean"):
-        g = grad[ids]
         if ctx.kind == "mean":
             lengths = (offsets[1:] - offsets[:-1]).to(values.dtype).clamp_min(1)
-            g = g / _expand(lengths, values)[ids]
-        return g, None, None, None
+            grad = grad / _expand(lengths, grad)
+        return segment_broadcast(grad, values, offsets), None, None, None
     # max / min: the gradient goes to the elements equal to the extremum,
     # shared equally between ties.
-    hit = (values == output[ids]).to(values.dtype)
-    count = values.new_zeros(output.shape).index_add_(0, ids, hit)
-    return hit * (grad / count.clamp_min(1))[ids], None, None, None
+    hit = (values == segment_broadcast(output, values, offsets)).to(values.dtype)
+    count = segment_reduce(hit, offsets, "sum", 0.0)
+    return hit * segment_broadcast(grad / count.clamp_min(1), values, offsets), None, None, None
 
 
 segment_reduce.register_autograd(_segment_reduce_backward, setup_context=_segment_reduce_setup)
@@ -169,14 +189,59 @@ def _segment_softmax_setup(ctx, inputs, output):
 
 def _segment_softmax_backward(ctx, grad):
     offsets, y = ctx.saved_tensors
-    if y.shape[0] == 0:
-        return grad, None
-    ids = segment_ids(offsets, y.shape[0])
-    dot = y.new_zeros((offsets.numel() - 1,) + y.shape[1:]).index_add_(0, ids, grad * y)
-    return y * (grad - dot[ids]), None
+    dot = segment_reduce(grad * y, offsets, "sum", 0.0)
+    return y * (grad - segment_broadcast(dot, y, offsets)), None
+
+
+def _segment_broadcast_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[2])
+
+
+def _segment_broadcast_backward(ctx, grad):
+    (offsets,) = ctx.saved_tensors
+    return segment_reduce(grad, offsets, "sum", 0.0), None, None
 
 
 segment_softmax.register_autograd(_segment_softmax_backward, setup_context=_segment_softmax_setup)
+segment_broadcast.register_autograd(_segment_broadcast_backward, setup_context=_segment_broadcast_setup)
+
+
+@torch.library.custom_op("ragged::attention_backward", mutates_args=())
+def attention_backward(
+    grad: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    offsets: torch.Tensor,
+    scale: float,
+    causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients (query, key, value) of :func:`attention` given the
+    gradient ``grad`` of its output (``ragged.attention_grad``)."""
+    grads = [torch.zeros_like(t) for t in (query, key, value)]
+    bounds = offsets.tolist()
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        if a == b:
+            continue
+        # Per item and head [H, L, d]: P recomputed, then dV = Pᵀ dO,
+        # dS = P (dO Vᵀ - rowsum(P dO Vᵀ)), dQ = scale dS K, dK = scale dSᵀ Q.
+        q, k, v, do = (t[a:b].transpose(0, 1) for t in (query, key, value, grad))
+        s = scale * (q @ k.transpose(1, 2))
+        if causal:
+            s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
+        p = torch.softmax(s, dim=-1)
+        dp = do @ v.transpose(1, 2)
+        ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+        for g, d in zip(
+            grads, (scale * ds @ k, scale * ds.transpose(1, 2) @ q, p.transpose(1, 2) @ do), strict=True
+        ):
+            g[a:b] = d.transpose(0, 1)
+    return grads[0], grads[1], grads[2]
+
+
+@attention_backward.register_fake
+def _(grad, query, key, value, offsets, scale, causal):
+    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
 
 def _attention_setup(ctx, inputs, output):
@@ -186,21 +251,10 @@ def _attention_setup(ctx, inputs, output):
 
 
 def _attention_backward(ctx, grad):
+    # One op, so that a traced backward graph holds ragged.attention_grad.
     query, key, value, offsets = ctx.saved_tensors
-    grads = [torch.zeros_like(t) for t in (query, key, value)]
-    bounds = offsets.tolist()
-    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
-        if a == b:
-            continue
-        with torch.enable_grad():
-            q, k, v = (t[a:b].detach().transpose(0, 1).requires_grad_() for t in (query, key, value))
-            out = torch.nn.functional.scaled_dot_product_attention(
-                q, k, v, is_causal=ctx.causal, scale=ctx.scale
-            )
-            dq, dk, dv = torch.autograd.grad(out, (q, k, v), grad[a:b].transpose(0, 1))
-        for g, d in zip(grads, (dq, dk, dv), strict=False):
-            g[a:b] = d.transpose(0, 1)
-    return grads[0], grads[1], grads[2], None, None, None
+    dq, dk, dv = attention_backward(grad.contiguous(), query, key, value, offsets, ctx.scale, ctx.causal)
+    return dq, dk, dv, None, None, None
 
 
 attention.register_autograd(_attention_backward, setup_context=_attention_setup)

@@ -1,0 +1,183 @@
+"""W6, first form: one training step (forward, backward, AdamW) of
+torch's ``nn.TransformerEncoderLayer`` in the MiniLM shape (d 384, 12
+heads, FF 1536, GELU), mean pooling and a 3-way classification head, on
+batches drawn from the vendored length histograms.
+
+Every variant holds its own copy of the same weights and its own AdamW;
+they run in one process, interleaved (A B C ... A B C ...), and the median
+step time of each is printed with its ratio to ragged-mlir and its
+roofline attainment: useful training FLOPs (3x the forward's on the real
+tokens) per second over the fp32 GEMM peak ``torch.mm`` reaches in the same
+process. Variants:
+
+* ``padded``: eager on the batch padded to its longest item, with
+  ``src_key_padding_mask`` and masked mean pooling;
+* ``buckets``: the same on 4 length-sorted buckets;
+* ``per_item``: eager, one item at a time, one loss over the batch;
+* ``nested_eager``: the same model on a ragged-mlir NestedTensor, eager;
+* ``ragged_mlir``: ``torch.compile(backend="ragged", dynamic=True,
+  fullgraph=True)`` on the NestedTensor (forward and backward compiled;
+  a fallback fails the run).
+
+The first step's loss of every variant is printed against ``padded`` (same
+weights, same batch). Benchmarks are not tests: nothing asserts a time.
+
+    python bench/train_step.py --datasets mnli squadv2 --layers 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("RAGGED_FALLBACK", "0")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import gemm_peak_gflops, measured_call  # noqa: E402
+from lengths import sample_lengths  # noqa: E402
+from workloads import BUCKETS, FF, D, layer_flops  # noqa: E402
+
+from ragged_mlir.torch import NestedTensor  # noqa: E402
+from ragged_mlir.torch import backend as ragged_backend  # noqa: E402
+
+HEADS, CLASSES = 12, 3
+#: Batch size per dataset (as W4).
+BATCH = {"mnli": 32, "squadv2": 8, "race": 8}
+
+
+class Classifier(nn.Module):
+    def __init__(self, layers: int):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(D, HEADS, FF, dropout=0.0, activation="gelu", batch_first=True)
+            for _ in range(layers)
+        )
+        self.head = nn.Linear(D, CLASSES)
+
+    def forward(self, x, padding=None):
+        for layer in self.layers:
+            x = layer(x, src_key_padding_mask=padding)
+        if padding is None:
+            return self.head(x.mean(dim=1))
+        keep = (~padding).unsqueeze(-1).to(x.dtype)
+        return self.head((x * keep).sum(1) / keep.sum(1).clamp_min(1))
+
+
+def padded(items):
+    n = max(len(x) for x in items)
+    x = torch.zeros(len(items), n, D)
+    mask = torch.ones(len(items), n, dtype=torch.bool)
+    for b, t in enumerate(items):
+        x[b, : len(t)] = t
+        mask[b, : len(t)] = False
+    return x, mask
+
+
+def variants(items, labels, model: Classifier):
+    """name -> (model copy, optimizer, forward returning the batch's logits)."""
+    xp, mask = padded(items)
+    order = sorted(range(len(items)), key=lambda b: len(items[b]))
+    groups = [order[i::BUCKETS] for i in range(BUCKETS)]
+    groups = [sorted(g, key=lambda b: len(items[b])) for g in groups if g]
+    bucketed = [(g, *padded([items[b] for b in g])) for g in groups]
+    inverse = torch.argsort(torch.tensor([b for g, _, _ in bucketed for b in g]))
+    nt = NestedTensor(items)
+
+    def forwards(m):
+        compiled = torch.compile(m, backend="ragged", dynamic=True, fullgraph=True)
+        return {
+            "padded": lambda: m(xp, mask),
+            "buckets": lambda: torch.cat([m(x, k) for _, x, k in bucketed])[inverse],
+            "per_item": lambda: torch.cat([m(t[None]) for t in items]),
+            "nested_eager": lambda: m(nt),
+            "ragged_mlir": lambda: compiled(nt),
+        }
+
+    out = {}
+    for name in forwards(model):
+        m = copy.deepcopy(model)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        out[name] = (m, opt, forwards(m)[name])
+    return out
+
+
+def step(opt, forward, labels):
+    opt.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(forward(), labels)
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
+def run_case(dataset: str, layers: int, rounds: int, peak: float, seed: int = 0) -> dict:
+    lengths = [max(1, int(n)) for n in sample_lengths(dataset, BATCH.get(dataset, 8), seed=seed, max_len=512)]
+    g = torch.Generator().manual_seed(seed)
+    items = [torch.randn(n, D, generator=g) for n in lengths]
+    labels = torch.randint(0, CLASSES, (len(items),), generator=g)
+    torch.manual_seed(seed)
+    model = Classifier(layers)
+    cases = variants(items, labels, model)
+    rec = {
+        "dataset": dataset,
+        "layers": layers,
+        "B": len(items),
+        "tokens": sum(lengths),
+        "max_len": max(lengths),
+    }
+    rec["first_loss"], rec["first_call_s"], rec["peak_mem_mib"], times = {}, {}, {}, {}
+    fallbacks = ragged_backend.stats["fallbacks"]
+    for name, (_, opt, forward) in cases.items():
+        t = time.perf_counter()
+        rec["first_loss"][name] = float(step(opt, forward, labels))
+        rec["first_call_s"][name] = round(time.perf_counter() - t, 2)
+        _, _, mem = measured_call(lambda opt=opt, forward=forward: step(opt, forward, labels))
+        rec["peak_mem_mib"][name] = None if mem is None else round(mem, 1)
+        times[name] = []
+    for _ in range(rounds):
+        for name, (_, opt, forward) in cases.items():
+            t = time.perf_counter()
+            step(opt, forward, labels)
+            times[name].append(time.perf_counter() - t)
+    assert ragged_backend.stats["fallbacks"] == fallbacks, "a graph fell back to eager"
+    flops = 3 * layers * layer_flops(lengths)
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    rec["ms"] = {name: round(1e3 * t, 2) for name, t in med.items()}
+    rec["speedup_of_ragged_mlir"] = {name: round(t / med["ragged_mlir"], 3) for name, t in med.items()}
+    rec["attainment"] = {name: round(flops / t / 1e9 / peak, 3) for name, t in med.items()}
+    best = min((t, n) for n, t in med.items() if n != "ragged_mlir")
+    rec["best_peer"], rec["ratio_to_best_peer"] = best[1], round(best[0] / med["ragged_mlir"], 3)
+    rec["loss_diff_vs_padded"] = {
+        name: abs(v - rec["first_loss"]["padded"]) for name, v in rec["first_loss"].items()
+    }
+    return rec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", nargs="+", default=["mnli", "squadv2"])
+    ap.add_argument("--layers", nargs="+", type=int, default=[1])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    peak = gemm_peak_gflops()
+    print(json.dumps({"gemm_peak_gflops": round(peak, 1), "threads": args.threads}), flush=True)
+    for layers in args.layers:
+        for ds in args.datasets:
+            print(json.dumps(run_case(ds, layers, args.rounds, peak)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
