@@ -147,6 +147,14 @@ def _build(gm: torch.fx.GraphModule):
         return plan, str(module), imported
 
 
+#: Graphs compiled without IREE's data tiling: a training forward (which
+#: also returns what the backward saves) at the MiniLM shape fails IREE
+#: 3.13's CPU codegen with it ("One or more operations with large vector
+#: sizes (16384 bytes) were found"), in the dispatch packing a layer norm's
+#: output for the feed-forward GEMM. A user's own data-tiling flag wins.
+_NO_DATA_TILING_KINDS = frozenset({"forward"})
+
+
 def compile_fx_graph(
     gm: torch.fx.GraphModule,
     options: RaggedBackendOptions,
@@ -198,10 +206,15 @@ def compile_fx_graph(
         )
         (work_dir / "imported.mlir").write_text("\n\n".join(imported.values()))
         (work_dir / "ragged.mlir").write_text(text)
+    flags = list(options.iree_flags)
+    if kind in _NO_DATA_TILING_KINDS and not any(
+        f.split("=", 1)[0] == "--iree-opt-data-tiling" for f in flags
+    ):
+        flags.append("--iree-opt-data-tiling=false")
     copts = CompileOptions(
         target=options.target,
         device=options.device,
-        iree_flags=list(options.iree_flags),
+        iree_flags=flags,
         balance_tile=options.balance_tile,
         attention_buckets=options.attention_buckets,
         iree_attention=options.iree_attention,
