@@ -50,11 +50,12 @@ def stdlib_sentences(n: int) -> list[str]:
     return texts[::step][:n]
 
 
-def padded_reference(
+def padded_encoder(
     state: dict, ids: list[torch.Tensor], heads: int = 12, eps: float = 1e-12
-) -> torch.Tensor:
-    """HF-style padded BERT with an additive attention mask, then masked mean
-    pooling and L2 normalisation; plain torch, independent of ragged_mlir."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """HF-style padded BERT with an additive attention mask; plain torch,
+    independent of ragged_mlir. Returns the tokens [B, Lmax, d] and the
+    mask [B, Lmax] of real tokens. Differentiable in ``state``'s tensors."""
     b, lmax = len(ids), max(len(i) for i in ids)
     tok = torch.zeros(b, lmax, dtype=torch.int64)
     mask = torch.zeros(b, lmax, dtype=torch.bool)
@@ -68,58 +69,67 @@ def padded_reference(
     d = x.shape[-1]
     hd = d // heads
     additive = (~mask)[:, None, None, :].to(x.dtype) * torch.finfo(x.dtype).min
-    layer = 0
-    while f"encoder.layer.{layer}.attention.self.query.weight" in state:
-        pre = f"encoder.layer.{layer}."
-        lin = lambda t, name: F.linear(t, p(pre + name + ".weight"), p(pre + name + ".bias"))  # noqa: E731
-        split = lambda t: t.view(b, lmax, heads, hd).transpose(1, 2)  # noqa: E731
-        q, k, v = (split(lin(x, f"attention.self.{n}")) for n in ("query", "key", "value"))
+
+    def attend(q, k, v):
+        q, k, v = (t.view(b, lmax, heads, hd).transpose(1, 2) for t in (q, k, v))
         s = q @ k.transpose(-1, -2) / hd**0.5 + additive
-        a = (s.softmax(-1) @ v).transpose(1, 2).reshape(b, lmax, d)
-        x = F.layer_norm(
-            lin(a, "attention.output.dense") + x,
-            (d,),
-            p(pre + "attention.output.LayerNorm.weight"),
-            p(pre + "attention.output.LayerNorm.bias"),
-            eps,
-        )
-        h = F.gelu(lin(x, "intermediate.dense"))
-        x = F.layer_norm(
-            lin(h, "output.dense") + x,
-            (d,),
-            p(pre + "output.LayerNorm.weight"),
-            p(pre + "output.LayerNorm.bias"),
-            eps,
-        )
-        layer += 1
+        return (s.softmax(-1) @ v).transpose(1, 2).reshape(b, lmax, d)
+
+    return encoder_layers(state, x, attend, eps), mask
+
+
+def padded_reference(
+    state: dict, ids: list[torch.Tensor], heads: int = 12, eps: float = 1e-12
+) -> torch.Tensor:
+    """Padded eager sentence embeddings: masked mean pooling, L2 normalised."""
+    x, mask = padded_encoder(state, ids, heads, eps)
     pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
     return F.normalize(pooled, dim=1)
 
 
-def njt_eager(state: dict, ids: list[torch.Tensor], heads: int = 12, eps: float = 1e-12) -> torch.Tensor:
-    """The same model on PyTorch nested tensors (jagged layout), eager."""
+def encoder_layers(state: dict, x, attend, eps: float = 1e-12):
+    """BERT's layers (Hugging Face parameter names) on ``x`` [..., L, d] of any
+    representation (padded, NJT, DanLing); ``attend(q, k, v)`` is the attention."""
+    p = lambda k: state[k]  # noqa: E731
+    d = x.shape[-1]
+    ln = lambda t, name: F.layer_norm(t, (d,), p(name + ".weight"), p(name + ".bias"), eps)  # noqa: E731
+    layer = 0
+    while f"encoder.layer.{layer}.attention.self.query.weight" in state:
+        pre = f"encoder.layer.{layer}."
+        lin = lambda t, name: F.linear(t, p(pre + name + ".weight"), p(pre + name + ".bias"))  # noqa: E731
+        q, k, v = (lin(x, f"attention.self.{n}") for n in ("query", "key", "value"))
+        x = ln(lin(attend(q, k, v), "attention.output.dense") + x, pre + "attention.output.LayerNorm")
+        x = ln(lin(F.gelu(lin(x, "intermediate.dense")), "output.dense") + x, pre + "output.LayerNorm")
+        layer += 1
+    return x
+
+
+def nested_encoder(state: dict, ids: list[torch.Tensor], nested, heads: int = 12, eps: float = 1e-12):
+    """The same model on a nested-tensor type, eager: ``nested(items)`` builds
+    it (NJT: ``torch.nested.nested_tensor(..., layout=torch.jagged)``, or
+    DanLing's ``NestedTensor``). Returns the tokens [B, L(b), d]."""
     p = lambda k: state[k]  # noqa: E731
     emb = [
         p("embeddings.word_embeddings.weight")[t] + p("embeddings.position_embeddings.weight")[: len(t)]
         for t in ids
     ]
-    x = torch.nested.nested_tensor(emb, layout=torch.jagged) + p("embeddings.token_type_embeddings.weight")[0]
+    x = nested(emb) + p("embeddings.token_type_embeddings.weight")[0]
     d = x.shape[-1]
     hd = d // heads
-    ln = lambda t, name: F.layer_norm(t, (d,), p(name + ".weight"), p(name + ".bias"), eps)  # noqa: E731
-    x = ln(x, "embeddings.LayerNorm")
-    layer = 0
-    while f"encoder.layer.{layer}.attention.self.query.weight" in state:
-        pre = f"encoder.layer.{layer}."
-        lin = lambda t, name: F.linear(t, p(pre + name + ".weight"), p(pre + name + ".bias"))  # noqa: E731
-        q, k, v = (
-            lin(x, f"attention.self.{n}").unflatten(-1, (heads, hd)).transpose(1, 2)
-            for n in ("query", "key", "value")
-        )
-        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(-2)
-        x = ln(lin(a, "attention.output.dense") + x, pre + "attention.output.LayerNorm")
-        x = ln(lin(F.gelu(lin(x, "intermediate.dense")), "output.dense") + x, pre + "output.LayerNorm")
-        layer += 1
+    x = F.layer_norm(x, (d,), p("embeddings.LayerNorm.weight"), p("embeddings.LayerNorm.bias"), eps)
+
+    def attend(q, k, v):
+        q, k, v = (t.unflatten(-1, (heads, hd)).transpose(1, 2) for t in (q, k, v))
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(-2)
+
+    return encoder_layers(state, x, attend, eps)
+
+
+def njt_eager(state: dict, ids: list[torch.Tensor], heads: int = 12, eps: float = 1e-12) -> torch.Tensor:
+    """The same model on PyTorch nested tensors (jagged layout), eager."""
+    x = nested_encoder(
+        state, ids, lambda items: torch.nested.nested_tensor(items, layout=torch.jagged), heads, eps
+    )
     return F.normalize(x.mean(dim=1), dim=1)
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch._functorch.aot_autograd import make_boxed_func
 from torch._guards import TracingContext
 
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
@@ -147,12 +148,16 @@ def _build(gm: torch.fx.GraphModule):
         return plan, str(module), imported
 
 
-#: Graphs compiled without IREE's data tiling: a training forward (which
-#: also returns what the backward saves) at the MiniLM shape fails IREE
-#: 3.13's CPU codegen with it ("One or more operations with large vector
-#: sizes (16384 bytes) were found"), in the dispatch packing a layer norm's
-#: output for the feed-forward GEMM. A user's own data-tiling flag wins.
-_NO_DATA_TILING_KINDS = frozenset({"forward"})
+#: Flags for training graphs (forward and backward) on CPU. With data
+#: tiling, IREE 3.13 fuses a layer norm's elementwise piece (its output, or
+#: its gradient's ``x * weight``) into the pack that feeds a GEMM and then
+#: transposes a vector<8x8x8x8xf32> there; its CPU backend refuses vectors
+#: of 16 KiB as a guard against slow code ("One or more operations with
+#: large vector sizes (16384 bytes) were found") and the whole graph fails
+#: to compile at the MiniLM shape. The check is only a guard: switched off,
+#: the pack compiles (spilling) and the GEMMs keep their data tiling. A
+#: user's own flag wins.
+_TRAINING_CPU_FLAGS = ("--iree-llvmcpu-fail-on-large-vector=false",)
 
 
 def compile_fx_graph(
@@ -207,10 +212,9 @@ def compile_fx_graph(
         (work_dir / "imported.mlir").write_text("\n\n".join(imported.values()))
         (work_dir / "ragged.mlir").write_text(text)
     flags = list(options.iree_flags)
-    if kind in _NO_DATA_TILING_KINDS and not any(
-        f.split("=", 1)[0] == "--iree-opt-data-tiling" for f in flags
-    ):
-        flags.append("--iree-opt-data-tiling=false")
+    if kind != "inference" and options.target == "llvm-cpu":
+        named = {f.split("=", 1)[0] for f in flags}
+        flags += [f for f in _TRAINING_CPU_FLAGS if f.split("=", 1)[0] not in named]
     copts = CompileOptions(
         target=options.target,
         device=options.device,
@@ -341,6 +345,9 @@ def _compiler(options: RaggedBackendOptions, kind: str):
                 fn.unpadded = unpadded
         except Unsupported as e:
             fn = _refuse(options, kind, str(e), eager)
+        if kind == "backward":
+            # AOTAutograd calls a backward with one list of arguments.
+            fn = make_boxed_func(fn)
         _cache[key] = fn
         return fn
 
