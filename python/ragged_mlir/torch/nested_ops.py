@@ -194,7 +194,14 @@ def _pointwise(func: Callable, args: tuple, kwargs: dict) -> Any:
 
 def _pointwise_callables() -> list[Callable]:
     names = set()
-    for name in dir(torch.ops.aten):
+    # Every aten op the registry holds: ``dir(torch.ops.aten)`` lists only
+    # the packets loaded so far, which depends on what was imported before.
+    all_ops = {
+        s.name.split("::", 1)[1] for s in torch._C._jit_get_all_schemas() if s.name.startswith("aten::")
+    }
+    for name in sorted(all_ops):
+        if name.startswith("_"):
+            continue
         try:
             packet = getattr(torch.ops.aten, name)
         except Exception:  # pragma: no cover - defensive
@@ -208,7 +215,8 @@ def _pointwise_callables() -> list[Callable]:
         if torch.Tag.pointwise in tags:
             names.add(name)
     # Reductions and selection share names with pointwise overloads; they have handlers of their own.
-    names -= {"max", "min", "clone"}
+    # ``equal`` is tagged pointwise but returns a Python bool (a predicate).
+    names -= {"max", "min", "clone", "equal"}
     names = {n for n in names if not n.endswith("_backward")}
     names |= {
         "zeros_like",
@@ -1286,8 +1294,39 @@ def _rmatmul(func: Callable, args: tuple, kwargs: dict) -> Any:
     return _matmul(func, (args[1], args[0]), kwargs)
 
 
+def _traced_operands(func: Callable, a: Any, b: Any) -> tuple[Any, Any]:
+    """Dynamo (torch 2.13) traces ``nt @ dense`` as ``Tensor.matmul(dense,
+    nt)``: it swaps a binary operator's operands when the left one is not a
+    tensor, then calls the reflected method, and ``@`` has none. Under
+    compile, ``Tensor.matmul(dense, nt)`` is therefore read as ``nt @ dense``
+    when only that order fits the shapes; where both orders fit, it is
+    refused rather than guessed."""
+    if not (
+        func is torch.Tensor.matmul
+        and _is_compiling()
+        and isinstance(b, NestedTensor)
+        and isinstance(a, torch.Tensor)
+        and not isinstance(a, NestedTensor)
+        and a.dim() in (1, 2)
+    ):
+        return a, b
+    rank, static = b._item_rank(), b._static_dims()
+
+    def size(d: int) -> Any:
+        return b.values.shape[1 + static.index(d)] if d in static else None
+
+    nt_left = size(rank - 1) is not None and size(rank - 1) == a.shape[0]
+    dense_left = rank >= 2 and size(rank - 2) is not None and size(rank - 2) == a.shape[-1]
+    if nt_left and dense_left:
+        raise ValueError(
+            "matmul: under torch.compile, `nested @ dense` and `dense.matmul(nested)` reach the "
+            "NestedTensor alike and both fit these shapes; write torch.matmul(a, b)"
+        )
+    return (b, a) if nt_left else (a, b)
+
+
 def _matmul(func: Callable, args: tuple, kwargs: dict) -> Any:
-    a, b = _as_nested(args[0]), _as_nested(args[1])
+    a, b = _traced_operands(func, _as_nested(args[0]), _as_nested(args[1]))
     fname = "matmul"
     if isinstance(a, NestedTensor) and isinstance(b, torch.Tensor) and b.dim() in (1, 2):
         if _last_static(a, 1, fname):
