@@ -53,6 +53,13 @@ Value lowering::loadIndex(OpBuilder &b, Location loc, Value tensor,
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
 }
 
+Value lowering::loadRowEntry(OpBuilder &b, Location loc, Value table, Value row) {
+  Value one = constIndex(b, loc, 1);
+  Value last = arith::SubIOp::create(
+      b, loc, arith::MaxUIOp::create(b, loc, dimOf(b, loc, table, 0), one), one);
+  return loadIndex(b, loc, table, ValueRange{arith::MinUIOp::create(b, loc, row, last)});
+}
+
 Value lowering::numSegments(OpBuilder &b, Location loc, Value offsets) {
   return arith::SubIOp::create(b, loc, dimOf(b, loc, offsets, 0),
                                constIndex(b, loc, 1));

@@ -32,6 +32,11 @@ Value constIndex(OpBuilder &b, Location loc, int64_t v);
 Value dimOf(OpBuilder &b, Location loc, Value tensor, int64_t d);
 /// `tensor[i]` of an i64 tensor, as an index.
 Value loadIndex(OpBuilder &b, Location loc, Value tensor, ValueRange i);
+/// Entry `row` of a per-row i64 table `[rows]` as an index, `row` clamped
+/// to the last entry. IREE may fuse a generic over packed rows into the
+/// packing of a data-tiled GEMM and evaluate it on the pack's padding rows
+/// too; clamped, those read a real row's entry, never past the table.
+Value loadRowEntry(OpBuilder &b, Location loc, Value table, Value row);
 /// Number of segments of an offsets tensor: its size minus one.
 Value numSegments(OpBuilder &b, Location loc, Value offsets);
 /// Offsets without their last and without their first entry: the [n] starts

@@ -367,7 +367,7 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
     results = parallelGeneric(
         rewriter, loc, SmallVector<Value>(numResults, emptyLike(rewriter, loc, rowShaped)), {}, {},
         [&](OpBuilder &b, Location l, ValueRange) {
-          SmallVector<Value> at{loadIndex(b, l, slabRow, ValueRange{linalg::IndexOp::create(b, l, 0)})};
+          SmallVector<Value> at{loadRowEntry(b, l, slabRow, linalg::IndexOp::create(b, l, 0))};
           for (unsigned i = 1; i <= rowRank; ++i)
             at.push_back(linalg::IndexOp::create(b, l, i));
           SmallVector<Value> read;

@@ -171,7 +171,7 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
         rewriter, loc, emptyLike(rewriter, loc, x.values), {x.values}, {id},
         [&](OpBuilder &b, Location l, ValueRange args) {
           SmallVector<Value> idx = loopIndices(b, l, rank);
-          SmallVector<Value> at{loadIndex(b, l, groupOfRow, ValueRange{idx[0]})};
+          SmallVector<Value> at{loadRowEntry(b, l, groupOfRow, idx[0])};
           llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
           Value g = tensor::ExtractOp::create(b, l, lse, at);
           return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, args[0], g));

@@ -179,18 +179,11 @@ struct BroadcastLowering : OpConversionPattern<BroadcastOp> {
     Value source = adaptor.getSource().front();
     Value rows = dimOf(rewriter, loc, like.values, 0);
     Value segmentOf = segmentOfRows(rewriter, loc, like.partitions.front(), rows);
-    // IREE may fuse this generic into the packing of a data-tiled GEMM
-    // and evaluate it on the pack's padding rows too: the row index is
-    // clamped so that those read a real row's segment, not past the table.
-    Value lastRow = arith::SubIOp::create(
-        rewriter, loc, arith::MaxUIOp::create(rewriter, loc, rows, constIndex(rewriter, loc, 1)),
-        constIndex(rewriter, loc, 1));
     unsigned rank = cast<RankedTensorType>(like.values.getType()).getRank();
     Value out = parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, like.values), {}, {},
                                 [&](OpBuilder &b, Location l, ValueRange) {
                                   SmallVector<Value> idx = loopIndices(b, l, rank);
-                                  Value row = arith::MinUIOp::create(b, l, idx[0], lastRow);
-                                  SmallVector<Value> at{loadIndex(b, l, segmentOf, ValueRange{row})};
+                                  SmallVector<Value> at{loadRowEntry(b, l, segmentOf, idx[0])};
                                   llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
                                   return tensor::ExtractOp::create(b, l, source, at).getResult();
                                 });
