@@ -148,16 +148,16 @@ def _build(gm: torch.fx.GraphModule):
         return plan, str(module), imported
 
 
-#: Flags for training graphs (forward and backward) on CPU. With data
-#: tiling, IREE 3.13 fuses a layer norm's elementwise piece (its output, or
-#: its gradient's ``x * weight``) into the pack that feeds a GEMM and then
-#: transposes a vector<8x8x8x8xf32> there; its CPU backend refuses vectors
-#: of 16 KiB as a guard against slow code ("One or more operations with
-#: large vector sizes (16384 bytes) were found") and the whole graph fails
-#: to compile at the MiniLM shape. The check is only a guard: switched off,
-#: the pack compiles (spilling) and the GEMMs keep their data tiling. A
-#: user's own flag wins.
-_TRAINING_CPU_FLAGS = ("--iree-llvmcpu-fail-on-large-vector=false",)
+#: Flags for training graphs (forward and backward) on CPU: IREE 3.13's data
+#: tiling fails on them at ordinary shapes. It fuses a layer norm's
+#: elementwise piece (its output, or its gradient's ``x * weight``) into the
+#: pack that feeds a GEMM and transposes a vector<8x8x8x8xf32> there, which
+#: its CPU backend refuses ("One or more operations with large vector sizes
+#: (16384 bytes) were found": MiniLM's forward and backward); with that
+#: guard off, the same packs exceed the 32 KiB stack limit (LayerNorm ->
+#: Linear(128, 1024)). Inference graphs keep data tiling. A user's own
+#: flag wins.
+_TRAINING_CPU_FLAGS = ("--iree-opt-data-tiling=false",)
 
 
 def compile_fx_graph(

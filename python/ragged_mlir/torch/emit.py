@@ -132,9 +132,7 @@ class Emitter:
 
     def unpack_as(self, packed: ir.Value, val: torch.Tensor) -> ir.Value:
         """The packed values of ``packed`` as the type of the tensor ``val``."""
-        rt = rd.RaggedTensorType(packed.type)
-        dyn = ir.ShapedType.get_dynamic_size()
-        values = rd.values(ir.RankedTensorType.get([dyn, *_dense_shape(rt)], rt.element_type), packed)
+        values = rd.values(_rows_type(rd.RaggedTensorType(packed.type)), packed)
         return self.cast(values, tensor_type(val))
 
 
@@ -142,6 +140,12 @@ def _dense_shape(rt) -> list[int]:
     """A ragged type's dense dims as a tensor shape (dynamic ones as such)."""
     dyn = ir.ShapedType.get_dynamic_size()
     return [dyn if d is None else d for d in rt.dense_dims]
+
+
+def _rows_type(rt) -> ir.RankedTensorType:
+    """``[?, dense dims...]`` of a ragged type's element type: its packed
+    values, or one row per item."""
+    return ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size(), *_dense_shape(rt)], rt.element_type)
 
 
 def _float(value: float, ty: ir.Type) -> ir.FloatAttr:
@@ -153,10 +157,8 @@ def _segment_reduce(em: Emitter, node: fx.Node) -> ir.Value:
     values, offsets, kind, empty = node.args
     packed = em.pack(values, offsets)
     rt = rd.RaggedTensorType(packed.type)
-    dyn = ir.ShapedType.get_dynamic_size()
-    result = ir.RankedTensorType.get([dyn, *_dense_shape(rt)], rt.element_type)
     kind_attr = ir.Attribute.parse(f"#ragged.reduce_kind<{kind}>")
-    out = rd.reduce(result, kind_attr, packed, empty=_float(empty, rt.element_type))
+    out = rd.reduce(_rows_type(rt), kind_attr, packed, empty=_float(empty, rt.element_type))
     return em.cast(out, value_type(node))
 
 
@@ -166,9 +168,7 @@ def _segment_reduce(em: Emitter, node: fx.Node) -> ir.Value:
 def _segment_broadcast(em: Emitter, node: fx.Node) -> ir.Value:
     source, like, offsets = node.args
     packed = em.pack(like, offsets)
-    rt = rd.RaggedTensorType(packed.type)
-    dyn = ir.ShapedType.get_dynamic_size()
-    want = ir.RankedTensorType.get([dyn, *_dense_shape(rt)], rt.element_type)
+    want = _rows_type(rd.RaggedTensorType(packed.type))
     return em.unpack(rd.broadcast(em.cast(em[source], want), packed), node)
 
 
