@@ -14,15 +14,21 @@ process. Variants:
   ``src_key_padding_mask`` and masked mean pooling;
 * ``buckets``: the same on 4 length-sorted buckets;
 * ``per_item``: eager, one item at a time, one loss over the batch;
+* ``inductor``: ``padded`` under ``torch.compile`` (inductor, forward and
+  backward);
 * ``nested_eager``: the same model on a ragged-mlir NestedTensor, eager;
+* ``danling``: the same layers written out on DanLing's NestedTensor,
+  eager (when ``danling`` is installed);
 * ``ragged_mlir``: ``torch.compile(backend="ragged", dynamic=True,
   fullgraph=True)`` on the NestedTensor (forward and backward compiled;
   a fallback fails the run).
 
 The first step's loss of every variant is printed against ``padded`` (same
-weights, same batch). Benchmarks are not tests: nothing asserts a time.
+weights, same batch). After timing, ragged-mlir trains one step on each of
+20 fresh length draws and the graphs traced again are counted (0 expected).
+Benchmarks are not tests: nothing asserts a time.
 
-    python bench/train_step.py --datasets mnli squadv2 --layers 1
+    python bench/train_step.py --datasets mnli squadv2 race --layers 1 6
 """
 
 from __future__ import annotations
@@ -51,7 +57,15 @@ from workloads import BUCKETS, FF, D, layer_flops  # noqa: E402
 from ragged_mlir.torch import NestedTensor  # noqa: E402
 from ragged_mlir.torch import backend as ragged_backend  # noqa: E402
 
+try:  # DanLing is optional (pip install danling==0.4.8)
+    from danling import NestedTensor as DanlingNT
+except ImportError:  # pragma: no cover
+    DanlingNT = None
+
 HEADS, CLASSES = 12, 3
+VARIANTS = ("padded", "inductor", "buckets", "per_item", "nested_eager", "danling", "ragged_mlir")
+#: Fresh length draws after timing, each one step: compiles counted.
+DRAWS = 20
 #: Batch size per dataset (as W4).
 BATCH = {"mnli": 32, "squadv2": 8, "race": 8}
 
@@ -74,6 +88,22 @@ class Classifier(nn.Module):
         return self.head((x * keep).sum(1) / keep.sum(1).clamp_min(1))
 
 
+def danling_forward(m: Classifier, x):
+    """``m``'s layers written out on DanLing's NestedTensor (its own
+    parameters; post-norm, GELU, as ``nn.TransformerEncoderLayer``)."""
+    hd = D // HEADS
+    for layer in m.layers:
+        attn = layer.self_attn
+        q, k, v = (
+            F.linear(x, w, b).unflatten(-1, (HEADS, hd)).transpose(1, 2)
+            for w, b in zip(attn.in_proj_weight.chunk(3), attn.in_proj_bias.chunk(3), strict=True)
+        )
+        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(-2)
+        x = layer.norm1(x + attn.out_proj(a))
+        x = layer.norm2(x + layer.linear2(F.gelu(layer.linear1(x))))
+    return m.head(x.mean(dim=1))
+
+
 def padded(items):
     n = max(len(x) for x in items)
     x = torch.zeros(len(items), n, D)
@@ -84,7 +114,7 @@ def padded(items):
     return x, mask
 
 
-def variants(items, labels, model: Classifier):
+def variants(items, labels, model: Classifier, chosen=VARIANTS):
     """name -> (model copy, optimizer, forward returning the batch's logits)."""
     xp, mask = padded(items)
     order = sorted(range(len(items)), key=lambda b: len(items[b]))
@@ -94,18 +124,25 @@ def variants(items, labels, model: Classifier):
     inverse = torch.argsort(torch.tensor([b for g, _, _ in bucketed for b in g]))
     nt = NestedTensor(items)
 
+    dl = DanlingNT(items) if DanlingNT is not None else None
+
     def forwards(m):
         compiled = torch.compile(m, backend="ragged", dynamic=True, fullgraph=True)
+        inductor = torch.compile(m)
         return {
             "padded": lambda: m(xp, mask),
+            "inductor": lambda: inductor(xp, mask),
             "buckets": lambda: torch.cat([m(x, k) for _, x, k in bucketed])[inverse],
             "per_item": lambda: torch.cat([m(t[None]) for t in items]),
             "nested_eager": lambda: m(nt),
+            "danling": lambda: danling_forward(m, dl),
             "ragged_mlir": lambda: compiled(nt),
         }
 
     out = {}
     for name in forwards(model):
+        if name not in chosen or (name == "danling" and dl is None):
+            continue
         m = copy.deepcopy(model)
         opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
         out[name] = (m, opt, forwards(m)[name])
@@ -120,14 +157,20 @@ def step(opt, forward, labels):
     return loss.detach()
 
 
-def run_case(dataset: str, layers: int, rounds: int, peak: float, seed: int = 0) -> dict:
+def batch(dataset: str, seed: int):
     lengths = [max(1, int(n)) for n in sample_lengths(dataset, BATCH.get(dataset, 8), seed=seed, max_len=512)]
     g = torch.Generator().manual_seed(seed)
     items = [torch.randn(n, D, generator=g) for n in lengths]
-    labels = torch.randint(0, CLASSES, (len(items),), generator=g)
+    return lengths, items, torch.randint(0, CLASSES, (len(items),), generator=g)
+
+
+def run_case(
+    dataset: str, layers: int, rounds: int, peak: float, seed: int = 0, chosen=VARIANTS, draws: int = DRAWS
+) -> dict:
+    lengths, items, labels = batch(dataset, seed)
     torch.manual_seed(seed)
     model = Classifier(layers)
-    cases = variants(items, labels, model)
+    cases = variants(items, labels, model, chosen)
     rec = {
         "dataset": dataset,
         "layers": layers,
@@ -149,6 +192,21 @@ def run_case(dataset: str, layers: int, rounds: int, peak: float, seed: int = 0)
             t = time.perf_counter()
             step(opt, forward, labels)
             times[name].append(time.perf_counter() - t)
+    if "ragged_mlir" in cases:
+        # Fresh lengths at the same batch size: the compiled step must not compile again.
+        m, opt, _ = cases["ragged_mlir"]
+        compiled = torch.compile(m, backend="ragged", dynamic=True, fullgraph=True)
+        stats = ragged_backend.stats
+        before = stats["compiled"], stats["cache_hits"]
+        for draw in range(1, draws + 1):
+            _, fresh, fresh_labels = batch(dataset, seed + draw)
+            step(opt, lambda fresh=fresh: compiled(NestedTensor(fresh)), fresh_labels)
+        # A graph traced again counts, whether or not its IREE module was cached.
+        rec["recompiles_over_draws"] = {
+            "draws": draws,
+            "graphs_traced": stats["compiled"] + stats["cache_hits"] - sum(before),
+            "iree_compiles": stats["compiled"] - before[0],
+        }
     assert ragged_backend.stats["fallbacks"] == fallbacks, "a graph fell back to eager"
     flops = 3 * layers * layer_flops(lengths)
     med = {name: statistics.median(ts) for name, ts in times.items()}
@@ -165,17 +223,22 @@ def run_case(dataset: str, layers: int, rounds: int, peak: float, seed: int = 0)
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", nargs="+", default=["mnli", "squadv2"])
+    ap.add_argument("--datasets", nargs="+", default=["mnli", "squadv2", "race"])
     ap.add_argument("--layers", nargs="+", type=int, default=[1])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    ap.add_argument("--draws", type=int, default=DRAWS, help="fresh length draws checked for recompiles")
     args = ap.parse_args(argv)
+    if not {"padded", "ragged_mlir"} <= set(args.variants):
+        ap.error("--variants must include padded and ragged_mlir (the reference and the subject)")
     torch.set_num_threads(args.threads)
     peak = gemm_peak_gflops()
     print(json.dumps({"gemm_peak_gflops": round(peak, 1), "threads": args.threads}), flush=True)
     for layers in args.layers:
         for ds in args.datasets:
-            print(json.dumps(run_case(ds, layers, args.rounds, peak)), flush=True)
+            rec = run_case(ds, layers, args.rounds, peak, chosen=args.variants, draws=args.draws)
+            print(json.dumps(rec), flush=True)
     return 0
 
 
