@@ -14,6 +14,7 @@ steps.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import numpy as np
@@ -99,6 +100,45 @@ def test_transformer_encoder_layer_gradients(encoder_layer, encoder_run, case):
         np.testing.assert_allclose(got.numpy(), want.numpy(), err_msg=f"input item {b}", **TOL)
     graphs = backward_graphs(debug)
     assert graphs and all("ragged.attention_backward" in g for g in graphs)
+
+
+def host_function(flow: str) -> str:
+    """The host function ``@main`` of a module compiled to IREE's flow level:
+    what runs between dispatches (the dispatched executables left out)."""
+    lines = flow.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.search(r"util\.func public @main\(", line))
+    depth, body = 0, []
+    for line in lines[start:]:
+        depth += line.count("{") - line.count("}")
+        body.append(line)
+        if depth == 0:
+            break
+    return "\n".join(body)
+
+
+def test_training_graphs_have_a_fixed_dispatch_count(encoder_run):
+    """The forward and backward modules run a fixed sequence of dispatches
+    whatever the batch: their host code (at IREE's flow level) holds no loop
+    and no branch, only dispatches, so B never changes how many run."""
+    iree_compiler = pytest.importorskip("iree.compiler")
+    run, debug = encoder_run
+    x = NestedTensor(items([3, 1, 4], 16), requires_grad=True)
+    run(x).values.sum().backward()
+    kinds = []
+    for graph in sorted(debug.glob("*/")):
+        flags = (graph / "iree_flags.txt").read_text().split()
+        flow = iree_compiler.compile_file(
+            str(graph / "lowered.mlir"),
+            target_backends=["llvm-cpu"],
+            extra_args=["--compile-to=flow", "--iree-llvmcpu-target-cpu=host"]
+            + [f for f in flags if f.startswith("--iree-opt")],
+        )
+        host = host_function(flow.decode() if isinstance(flow, bytes) else flow)
+        kinds.append((graph / "fx_graph.txt").read_text().split("\n", 1)[0])
+        assert re.search(r"flow\.dispatch @", host), kinds[-1]
+        for construct in ("scf.for", "scf.while", "scf.if", "cf.br", "cf.cond_br"):
+            assert construct not in host, f"{kinds[-1]}: host code holds {construct}"
+    assert "# forward graph" in kinds and "# backward graph" in kinds, kinds
 
 
 class Classifier(nn.Module):
