@@ -508,4 +508,96 @@ def Ragged_SplitOp : Ragged_Op<"split"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Images: windows over two ragged dims
+//===----------------------------------------------------------------------===//
+
+// Operands of the window ops: `[B, H(b), W(b), C]`, item after item, each
+// image row-major with its channels innermost (channels-last).
+class Ragged_WindowOp<string mnemonic> : Ragged_Op<mnemonic> {
+  code windowDecl = [{
+    /// Kernel, stride, padding and dilation along H (0) and W (1).
+    ::std::array<::mlir::ragged::WindowDim, 2> getWindowDims();
+  }];
+}
+
+def Ragged_Conv2dOp : Ragged_WindowOp<"conv2d"> {
+  let summary = "2-D convolution of each image at its own size";
+  let description = [{
+    `[B, H(b), W(b), Cin] * [KH, KW, Cin / groups, Cout] -> [B, Ho(b), Wo(b), Cout]`:
+    each image convolved on its own, with zero padding (`padding` on both
+    sides of each spatial dim), `strides`, `dilation` and `groups` as in
+    `torch.nn.functional.conv2d`, plus the optional `bias [Cout]`. The
+    weight is HWIO.
+
+    The output extents are derived from the input's, per image:
+    `Ho(b) = floor((H(b) + 2 pH - dH (KH - 1) - 1) / sH) + 1`, at least 0,
+    and 0 when `H(b)` is 0 (an empty image stays empty); `Wo(b)` likewise.
+    A spatial dim keeps its extent when `s = 1` and `2p = d (k - 1)`; the
+    result then reuses the input's symbol, and otherwise names a fresh one
+    that the op defines by this relation.
+
+    Lowered with work proportional to the output pixels: their windows are
+    gathered into a dense `[pixels, KH * KW * Cin]` tile (zeros outside the
+    image) and multiplied with the weight as one GEMM. A fixed number of
+    dispatches whatever the batch.
+
+    ```mlir
+    %y = ragged.conv2d %x, %w, %bias {strides = array<i64: 2, 2>, padding = array<i64: 1, 1>}
+        : !ragged.tensor<?, [H], [W], 3, f32>, tensor<3x3x3x16xf32>, tensor<16xf32>
+        -> !ragged.tensor<?, [Ho], [Wo], 16, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_Tensor:$source, 4DTensorOf<[AnyFloat]>:$weight,
+                       Optional<1DTensorOf<[AnyFloat]>>:$bias,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0}">:$padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilation,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Ragged_Tensor:$result);
+  let extraClassDeclaration = windowDecl;
+  let assemblyFormat = [{
+    $source `,` $weight (`,` $bias^)? attr-dict `:` qualified(type($source)) `,` type($weight)
+    (`,` type($bias)^)? `->` qualified(type($result))
+  }];
+}
+
+def Ragged_Pool2dOp : Ragged_WindowOp<"pool2d"> {
+  let summary = "Max, average, sum or min pooling of each image at its own size";
+  let description = [{
+    `[B, H(b), W(b), C] -> [B, Ho(b), Wo(b), C]`: every output pixel
+    reduces a `kernel` window of its image, as `torch.nn.functional`'s
+    `max_pool2d` (`<max>`) and `avg_pool2d` (`<mean>`) do: padded
+    positions are never the max; a mean divides by the window clipped to
+    the padded image (`count_include_pad`) or to the image itself.
+    `padding` is at most half the kernel, so each window of a non-empty
+    image starts inside it or in the padding before it.
+
+    The output extents follow `ragged.conv2d`'s rule with `ceil_mode`
+    rounding up instead of down, less one when the last window would start
+    at or past `H(b) + pH`; an empty image stays empty. A kept extent keeps
+    its symbol, others take a fresh one.
+
+    One generic over the output pixels, the window reduced in its body:
+    work proportional to the output pixels times the window.
+
+    ```mlir
+    %y = ragged.pool2d <max> %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>,
+                                  padding = array<i64: 1, 1>}
+        : !ragged.tensor<?, [H], [W], 64, f32> -> !ragged.tensor<?, [Ho], [Wo], 64, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_ReduceKindAttr:$kind, Ragged_Tensor:$source,
+                       DenseI64ArrayAttr:$kernel,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0}">:$padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilation,
+                       UnitAttr:$ceil_mode, UnitAttr:$count_include_pad);
+  let results = (outs Ragged_Tensor:$result);
+  let extraClassDeclaration = windowDecl;
+  let assemblyFormat = [{
+    $kind $source attr-dict `:` qualified(type($source)) `->` qualified(type($result))
+  }];
+}
+
 #endif // RAGGED_OPS_TD

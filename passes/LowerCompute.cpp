@@ -25,4 +25,5 @@ void mlir::ragged::populateRaggedComputeToLinalgPatterns(
   compute::populateReductionPatterns(converter, patterns, options);
   compute::populateAttentionPatterns(converter, patterns, options);
   compute::populateDataMovementPatterns(converter, patterns);
+  compute::populateImagePatterns(converter, patterns);
 }

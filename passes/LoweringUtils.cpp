@@ -8,6 +8,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::ragged;
 using namespace mlir::ragged::lowering;
@@ -345,6 +347,39 @@ std::pair<Value, Value> Addressing::address(OpBuilder &b, Location loc,
     global = arith::SelectOp::create(b, loc, valid, next, zero);
   }
   return {valid, global};
+}
+
+Value lowering::structured(OpBuilder &b, Location loc, Value init, ValueRange inputs,
+                           ArrayRef<AffineMap> maps, ArrayRef<utils::IteratorType> iters,
+                           function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), inputs, ValueRange{init}, maps, iters,
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               linalg::YieldOp::create(nb, l, ValueRange{body(nb, l, args)});
+             })
+      .getResult(0);
+}
+
+Value lowering::reduceIdentity(OpBuilder &b, Location loc, ReduceKind kind, Type t) {
+  double inf = std::numeric_limits<double>::infinity();
+  switch (kind) {
+  case ReduceKind::sum:
+  case ReduceKind::mean:
+    return floatConst(b, loc, t, 0.0);
+  case ReduceKind::max:
+    return floatConst(b, loc, t, -inf);
+  case ReduceKind::min:
+    return floatConst(b, loc, t, inf);
+  }
+  llvm_unreachable("unknown reduce kind");
+}
+
+Value lowering::reduceCombine(OpBuilder &b, Location loc, ReduceKind kind, Value acc, Value v) {
+  if (kind == ReduceKind::max)
+    return arith::MaximumFOp::create(b, loc, acc, v);
+  if (kind == ReduceKind::min)
+    return arith::MinimumFOp::create(b, loc, acc, v);
+  return arith::AddFOp::create(b, loc, acc, v);
 }
 
 Value lowering::floatConst(OpBuilder &b, Location loc, Type type, double v) {

@@ -73,6 +73,16 @@ SmallVector<Value> parallelGeneric(
     ArrayRef<AffineMap> inputMaps,
     function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> body);
 
+/// A linalg.generic with explicit maps (inputs then output) and iterators.
+Value structured(OpBuilder &b, Location loc, Value init, ValueRange inputs,
+                 ArrayRef<AffineMap> maps, ArrayRef<utils::IteratorType> iters,
+                 function_ref<Value(OpBuilder &, Location, ValueRange)> body);
+
+/// Identity of a reduction: the value an empty segment starts from.
+Value reduceIdentity(OpBuilder &b, Location loc, ReduceKind kind, Type t);
+/// One step of a reduction of `kind` (the sum for sum and mean).
+Value reduceCombine(OpBuilder &b, Location loc, ReduceKind kind, Value acc, Value v);
+
 /// A float constant of `type`.
 Value floatConst(OpBuilder &b, Location loc, Type type, double v);
 /// Indices of every loop of the enclosing linalg.generic.

@@ -22,18 +22,6 @@ using namespace mlir::ragged::lowering;
 
 namespace {
 
-/// A linalg.generic with explicit maps (inputs then output) and iterators.
-Value structured(OpBuilder &b, Location loc, Value init, ValueRange inputs,
-                 ArrayRef<AffineMap> maps, ArrayRef<utils::IteratorType> iters,
-                 function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), inputs, ValueRange{init}, maps, iters,
-             [&](OpBuilder &nb, Location l, ValueRange args) {
-               linalg::YieldOp::create(nb, l, ValueRange{body(nb, l, args)});
-             })
-      .getResult(0);
-}
-
 /// Where the blocks lie. Host values: counts[k] = n_k, bases[k] = first
 /// output-slab row of bucket k (sum over j < k of n_j S_j), firsts[k] =
 /// sum over j < k of n_j, sizes[k] = S_k. Device tensors:

@@ -29,6 +29,8 @@ void populateAttentionPatterns(const TypeConverter &converter, RewritePatternSet
                                const RaggedLoweringOptions &options);
 /// ragged.gather, ragged.concat and ragged.split.
 void populateDataMovementPatterns(const TypeConverter &converter, RewritePatternSet &patterns);
+/// ragged.conv2d and ragged.pool2d.
+void populateImagePatterns(const TypeConverter &converter, RewritePatternSet &patterns);
 
 } // namespace mlir::ragged::compute
 

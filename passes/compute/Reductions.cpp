@@ -27,33 +27,10 @@ using namespace mlir::ragged::lowering;
 
 namespace {
 
-/// Identity of a reduction: the value an empty segment starts from.
-Value reduceIdentity(OpBuilder &b, Location loc, ReduceKind kind, Type t) {
-  double inf = std::numeric_limits<double>::infinity();
-  switch (kind) {
-  case ReduceKind::sum:
-  case ReduceKind::mean:
-    return floatConst(b, loc, t, 0.0);
-  case ReduceKind::max:
-    return floatConst(b, loc, t, -inf);
-  case ReduceKind::min:
-    return floatConst(b, loc, t, inf);
-  }
-  llvm_unreachable("unknown reduce kind");
-}
-
-Value combine(OpBuilder &b, Location loc, ReduceKind kind, Value acc, Value v) {
-  if (kind == ReduceKind::max)
-    return arith::MaximumFOp::create(b, loc, acc, v);
-  if (kind == ReduceKind::min)
-    return arith::MinimumFOp::create(b, loc, acc, v);
-  return arith::AddFOp::create(b, loc, acc, v);
-}
-
 /// `combine` for one kind, as a fold step.
 auto combineKind(ReduceKind kind) {
   return [kind](OpBuilder &b, Location loc, Value acc, Value v) {
-    return combine(b, loc, kind, acc, v);
+    return reduceCombine(b, loc, kind, acc, v);
   };
 }
 
@@ -112,7 +89,7 @@ private:
                         while (level.size() > 1) {
                           SmallVector<Value> next;
                           for (size_t i = 0; i + 1 < level.size(); i += 2)
-                            next.push_back(combine(nb, l, kind, level[i], level[i + 1]));
+                            next.push_back(reduceCombine(nb, l, kind, level[i], level[i + 1]));
                           if (level.size() % 2)
                             next.push_back(level.back());
                           level = std::move(next);

@@ -1,0 +1,229 @@
+"""ragged.conv2d and ragged.pool2d on batches of images of their own sizes.
+
+Every case runs the compiled op on IREE and compares each image with
+PyTorch's ``F.conv2d`` / ``F.max_pool2d`` / ``F.avg_pool2d`` in float64 on
+that image alone. The output extents (the result's partitions) are checked
+against the ops' documented rule, which must also agree with the shape
+PyTorch gives; images PyTorch refuses (empty, or smaller than the window)
+must come out empty. Batches: random sizes, an empty image (0 x W and
+H x 0) among others, a single image, one large image among small ones, all
+of one size, and images smaller than the kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from ragged_mlir import RaggedArray
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+F32 = np.float32
+IMG = "!ragged.tensor<?, [H], [W], {c}, f32>"
+OUT = "!ragged.tensor<?, [{h}], [{w}], {c}, f32>"
+
+SIZES = {
+    "random": [(5, 7), (3, 2), (8, 8), (1, 4), (6, 1)],
+    "empty": [(4, 5), (0, 3), (2, 0), (3, 3)],
+    "single": [(7, 6)],
+    "one_large": [(2, 3), (37, 29), (1, 1)],
+    "all_equal": [(5, 5)] * 4,
+    "tiny": [(1, 1), (2, 1), (1, 2), (6, 5)],
+}
+
+
+@dataclass(frozen=True)
+class Window:
+    kernel: tuple[int, int]
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    ceil: bool = False
+
+    def keeps(self, i: int) -> bool:
+        return self.stride[i] == 1 and 2 * self.padding[i] == self.dilation[i] * (self.kernel[i] - 1)
+
+    def extent(self, x: int, i: int) -> int:
+        """The documented rule: PyTorch's output size, 0 for an empty image."""
+        if x == 0:
+            return 0
+        k, s, p, d = self.kernel[i], self.stride[i], self.padding[i], self.dilation[i]
+        span = x + 2 * p - d * (k - 1) - 1
+        out = (math.ceil(span / s) if self.ceil else span // s) + 1
+        if self.ceil and (out - 1) * s >= x + p:
+            out -= 1
+        return max(out, 0)
+
+    def attrs(self) -> str:
+        a = [f"strides = array<i64: {self.stride[0]}, {self.stride[1]}>"]
+        a.append(f"padding = array<i64: {self.padding[0]}, {self.padding[1]}>")
+        a.append(f"dilation = array<i64: {self.dilation[0]}, {self.dilation[1]}>")
+        if self.ceil:
+            a.append("ceil_mode")
+        return ", ".join(a)
+
+    def out_type(self, c: int) -> str:
+        return OUT.format(h="H" if self.keeps(0) else "Ho", w="W" if self.keeps(1) else "Wo", c=c)
+
+
+@dataclass(frozen=True)
+class Conv:
+    name: str
+    window: Window
+    cin: int
+    cout: int
+    groups: int = 1
+    bias: bool = False
+
+    def func(self) -> str:
+        w = self.window
+        wt = f"tensor<{w.kernel[0]}x{w.kernel[1]}x{self.cin // self.groups}x{self.cout}xf32>"
+        src, out = IMG.format(c=self.cin), w.out_type(self.cout)
+        args = f"%x: {src}, %w: {wt}" + (f", %b: tensor<{self.cout}xf32>" if self.bias else "")
+        operands = "%x, %w" + (", %b" if self.bias else "")
+        types = f"{src}, {wt}" + (f", tensor<{self.cout}xf32>" if self.bias else "")
+        return f"""
+func.func @{self.name}({args}) -> {out} {{
+  %y = ragged.conv2d {operands} {{{w.attrs()}, groups = {self.groups} : i64}} : {types} -> {out}
+  return %y : {out}
+}}"""
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    kind: str
+    window: Window
+    c: int = 4
+    count_include_pad: bool = False
+
+    def func(self) -> str:
+        w = self.window
+        src, out = IMG.format(c=self.c), w.out_type(self.c)
+        attrs = f"kernel = array<i64: {w.kernel[0]}, {w.kernel[1]}>, {w.attrs()}"
+        if self.count_include_pad:
+            attrs += ", count_include_pad"
+        return f"""
+func.func @{self.name}(%x: {src}) -> {out} {{
+  %y = ragged.pool2d <{self.kind}> %x {{{attrs}}} : {src} -> {out}
+  return %y : {out}
+}}"""
+
+
+CONVS = [
+    Conv("conv3x3_same", Window((3, 3), padding=(1, 1)), 3, 8),
+    Conv("conv3x3_s2_bias", Window((3, 3), (2, 2), (1, 1)), 4, 6, bias=True),
+    Conv("conv1x1_s2", Window((1, 1), (2, 2)), 4, 8),
+    Conv("conv7x7_s2_stem", Window((7, 7), (2, 2), (3, 3)), 3, 4, bias=True),
+    Conv("conv_dilated_rect", Window((2, 3), (1, 2), (1, 0), (2, 1)), 2, 3),
+    Conv("conv_grouped", Window((3, 3), padding=(1, 1)), 4, 6, groups=2, bias=True),
+    Conv("conv_valid", Window((3, 2)), 3, 5),
+]
+POOLS = [
+    Pool("max3x3_s2", "max", Window((3, 3), (2, 2), (1, 1))),
+    Pool("max2x2_ceil", "max", Window((2, 2), (2, 2), ceil=True)),
+    Pool("max_dilated", "max", Window((2, 2), (1, 1), (1, 0), (2, 2))),
+    Pool("avg3x3_s2_incl", "mean", Window((3, 3), (2, 2), (1, 1)), count_include_pad=True),
+    Pool("avg3x3_s2_excl", "mean", Window((3, 3), (2, 2), (1, 1))),
+    Pool("avg3x2_ceil_incl", "mean", Window((3, 2), (2, 2), (1, 1), ceil=True), count_include_pad=True),
+    Pool("avg3x3_same", "mean", Window((3, 3), padding=(1, 1))),
+    Pool("min2x2", "min", Window((2, 2), (2, 2))),
+    Pool("sum3x3", "sum", Window((3, 3), (2, 1), (1, 1))),
+]
+
+
+@pytest.fixture(scope="module")
+def images(compiled):
+    return compiled("\n".join(op.func() for op in CONVS + POOLS))
+
+
+@pytest.fixture(params=list(SIZES), ids=list(SIZES))
+def sizes(request):
+    return SIZES[request.param]
+
+
+def batch(rng, sizes, c):
+    return [rng.uniform(-1, 1, (h, w, c)).astype(F32) for h, w in sizes]
+
+
+def offsets_of(extents) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(extents, dtype=np.int64)]).astype(np.int64)
+
+
+def torch_window(fn, img: np.ndarray, window: Window, out_hw) -> np.ndarray:
+    """``fn`` on one [H, W, C] image in float64, as [Ho, Wo, C]; an image the
+    rule sends to nothing must be one PyTorch refuses or shrinks to nothing."""
+    if 0 in out_hw:
+        if img.shape[0] and img.shape[1]:
+            try:
+                got = fn(torch.from_numpy(img.astype(np.float64)).permute(2, 0, 1)[None])
+                assert 0 in got.shape[2:], f"PyTorch gives {tuple(got.shape)} where the rule gives {out_hw}"
+            except RuntimeError:
+                pass
+        return np.zeros((*out_hw, 0))
+    t = torch.from_numpy(img.astype(np.float64)).permute(2, 0, 1)[None]
+    out = fn(t)[0].permute(1, 2, 0).numpy()
+    assert out.shape[:2] == out_hw, f"PyTorch gives {out.shape[:2]} where the rule gives {out_hw}"
+    return out
+
+
+def check(result: RaggedArray, imgs, window: Window, reference, tol):
+    hs = [window.extent(i.shape[0], 0) for i in imgs]
+    ws = [window.extent(i.shape[1], 1) for i in imgs]
+    heights, widths = result.partitions
+    np.testing.assert_array_equal(heights, offsets_of(hs), err_msg="output heights")
+    np.testing.assert_array_equal(widths, offsets_of(ws), err_msg="output widths")
+    rows = offsets_of([h * w for h, w in zip(hs, ws, strict=True)])
+    assert result.values.shape[0] == rows[-1]
+    for b, img in enumerate(imgs):
+        want = torch_window(reference, img, window, (hs[b], ws[b]))
+        got = result.values[rows[b] : rows[b + 1]]
+        if want.size == 0:
+            assert got.shape[0] == 0, f"image {b}: expected no output pixels"
+            continue
+        np.testing.assert_allclose(got.reshape(want.shape), want, err_msg=f"image {b} {img.shape}", **tol)
+
+
+@pytest.mark.parametrize("op", CONVS, ids=[c.name for c in CONVS])
+def test_conv2d(images, rng, sizes, op: Conv):
+    w = op.window
+    imgs = batch(rng, sizes, op.cin)
+    weight = rng.uniform(-1, 1, (*w.kernel, op.cin // op.groups, op.cout)).astype(F32)
+    bias = rng.uniform(-1, 1, op.cout).astype(F32)
+    x = RaggedArray.from_images(imgs)
+    before = (x.values.copy(), [p.copy() for p in x.partitions], weight.copy())
+    args = (x, weight, bias) if op.bias else (x, weight)
+    out = getattr(images, op.name)(*args)
+    np.testing.assert_array_equal(x.values, before[0])
+    np.testing.assert_array_equal(weight, before[2])
+    w64 = torch.from_numpy(weight.astype(np.float64)).permute(3, 2, 0, 1)
+    b64 = torch.from_numpy(bias.astype(np.float64)) if op.bias else None
+
+    def ref(t):
+        return F.conv2d(t, w64, b64, w.stride, w.padding, w.dilation, op.groups)
+
+    k = w.kernel[0] * w.kernel[1] * op.cin // op.groups
+    check(out, imgs, w, ref, dict(rtol=1e-5, atol=2e-6 * k))
+
+
+@pytest.mark.parametrize("op", POOLS, ids=[p.name for p in POOLS])
+def test_pool2d(images, rng, sizes, op: Pool):
+    w = op.window
+    imgs = batch(rng, sizes, op.c)
+    out = getattr(images, op.name)(RaggedArray.from_images(imgs))
+
+    def ref(t):
+        if op.kind == "max":
+            return F.max_pool2d(t, w.kernel, w.stride, w.padding, w.dilation, ceil_mode=w.ceil)
+        if op.kind == "min":
+            return -F.max_pool2d(-t, w.kernel, w.stride, w.padding, w.dilation, ceil_mode=w.ceil)
+        if op.kind == "sum":
+            return F.avg_pool2d(t, w.kernel, w.stride, w.padding, ceil_mode=w.ceil, divisor_override=1)
+        return F.avg_pool2d(t, w.kernel, w.stride, w.padding, ceil_mode=w.ceil, count_include_pad=op.count_include_pad)
+
+    check(out, imgs, w, ref, dict(rtol=1e-5, atol=1e-5))
