@@ -485,6 +485,30 @@ LogicalResult SplitOp::verify() {
 // Images
 //===----------------------------------------------------------------------===//
 
+LogicalResult FlattenOp::verify() {
+  auto source = cast<RaggedTensorType>(getSource().getType());
+  auto result = cast<RaggedTensorType>(getResult().getType());
+  unsigned ragged = source.getSymbols().size();
+  if (!source.isSingleLevel() || ragged < 2 ||
+      source.getLastRaggedDim() + 1 != ragged)
+    return emitOpError() << "needs two or more leading ragged dims depending "
+                            "on the batch, then dense dims, got "
+                         << source;
+  SmallVector<int64_t> shape{RaggedTensorType::kRagged};
+  llvm::append_range(shape, source.getTrailingDims());
+  StringAttr symbol = result.getSymbols().front();
+  auto expected = RaggedTensorType::get(
+      getContext(), source.getBatch(), shape, {symbol}, {StringAttr::get(getContext(), "")},
+      source.getElementType(), source.getEncoding());
+  if (failed(requireSameType(*this, expected, result, "result type")))
+    return failure();
+  if (llvm::is_contained(source.getSymbols(), symbol))
+    return emitOpError() << "result symbol '" << symbol.getValue()
+                         << "' must be fresh: its extents differ from the "
+                            "source's";
+  return success();
+}
+
 /// `[B, H(b), W(b), C]`: two ragged dims depending on the batch, then a
 /// static channel dim.
 static bool isImage(RaggedTensorType type) {
@@ -604,8 +628,9 @@ LogicalResult Conv2dOp::verify() {
     auto bias = getBias().getType();
     if (bias.getElementType() != source.getElementType() ||
         bias.getDimSize(0) != cout)
-      return emitOpError() << "bias must be tensor<" << cout << "x"
-                           << source.getElementType() << ">, got " << bias;
+      return emitOpError() << "bias must be "
+                           << RankedTensorType::get({cout}, source.getElementType())
+                           << ", got " << bias;
   }
   return verifyWindowOp(*this, source, result, getWindowDims(), cout);
 }

@@ -77,6 +77,29 @@ def Ragged_OffsetsOp : Ragged_Op<"offsets"> {
   }];
 }
 
+def Ragged_FlattenOp : Ragged_Op<"flatten"> {
+  let summary = "Merge the leading ragged dims of each item into one";
+  let description = [{
+    `[B, H(b), W(b), dense...] -> [B, P(b), dense...]` with
+    `P(b) = H(b) * W(b)` (any number of leading ragged dims depending on the
+    batch): each item's elements in the same row-major order, so the packed
+    values are unchanged and only the partition is new. An image becomes the
+    sequence of its pixels (patch tokens for a transformer, or a global
+    average pool as `ragged.reduce <mean>` of the result). The result's
+    symbol is fresh.
+
+    ```mlir
+    %t = ragged.flatten %x : !ragged.tensor<?, [H], [W], 64, f32>
+        -> !ragged.tensor<?, [P], 64, f32>
+    ```
+  }];
+  let arguments = (ins Ragged_Tensor:$source);
+  let results = (outs Ragged_Tensor:$result);
+  let assemblyFormat = [{
+    $source attr-dict `:` qualified(type($source)) `->` qualified(type($result))
+  }];
+}
+
 def Ragged_ToPaddedOp : Ragged_Op<"to_padded"> {
   let summary = "Pads every item to the largest extent of each ragged dim";
   let description = [{

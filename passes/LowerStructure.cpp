@@ -84,6 +84,20 @@ struct OffsetsLowering : OpConversionPattern<OffsetsOp> {
   }
 };
 
+/// The values pass through; the new partition is the items' row offsets.
+struct FlattenLowering : OpConversionPattern<FlattenOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(FlattenOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Packed source = unpack(op.getSource(), adaptor.getSource());
+    Value rows = Addressing(rewriter, op.getLoc(), source).rowOffsets();
+    Packed result{cast<RaggedTensorType>(op.getType()), source.values, {rows}};
+    rewriter.replaceOpWithMultiple(op, {result.flatten(rewriter, op.getLoc())});
+    return success();
+  }
+};
+
 struct ToPaddedLowering : OpConversionPattern<ToPaddedOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -304,7 +318,7 @@ struct MatchLowering : OpConversionPattern<MatchOp> {
 
 void mlir::ragged::populateRaggedStructureToLinalgPatterns(
     const TypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<PackLowering, ValuesLowering, OffsetsLowering, ToPaddedLowering,
+  patterns.add<PackLowering, ValuesLowering, OffsetsLowering, FlattenLowering, ToPaddedLowering,
                FromPaddedLowering, MaskLowering, MatchLowering>(
       converter, patterns.getContext());
 }

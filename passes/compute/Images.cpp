@@ -76,7 +76,8 @@ struct ImageMap {
       out.partitions.push_back(outputOffsets(b, loc, in.offsets(in.type.getSymbols()[i]), dims[i]));
     }
     inRows = Addressing(b, loc, in).rowOffsets();
-    outRows = Addressing(b, loc, out).rowOffsets();
+    bool kept = dims[0].keepsExtent() && dims[1].keepsExtent();
+    outRows = kept ? inRows : Addressing(b, loc, out).rowOffsets();
     pixels = loadIndex(b, loc, outRows, numSegments(b, loc, outRows));
     itemOfPixel = segmentOfRows(b, loc, outRows, pixels);
   }

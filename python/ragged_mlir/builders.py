@@ -171,6 +171,65 @@ def _ragged_type(base: ragged_d.RaggedTensorType, dims, element_type=None) -> ir
     )
 
 
+def _pair(v, what: str) -> tuple[int, int]:
+    pair = (v, v) if isinstance(v, int) else tuple(v)
+    if len(pair) != 2 or not all(isinstance(i, int) and not isinstance(i, bool) for i in pair):
+        raise ValueError(f"{what}: expected an int or two ints (H, W), got {v!r}")
+    return pair
+
+
+@dataclass(frozen=True)
+class _Window:
+    kernel: int
+    stride: int
+    padding: int
+    dilation: int
+    ceil: bool
+
+    def keeps(self) -> bool:
+        return self.stride == 1 and 2 * self.padding == self.dilation * (self.kernel - 1)
+
+
+def _windows(kernel, stride, padding, dilation, ceil) -> tuple[_Window, _Window]:
+    k, s, p, d = (
+        _pair(v, n)
+        for v, n in ((kernel, "kernel"), (stride, "stride"), (padding, "padding"), (dilation, "dilation"))
+    )
+    return tuple(_Window(k[i], s[i], p[i], d[i], bool(ceil)) for i in range(2))
+
+
+def window_symbol(
+    symbol: str, kernel: int, stride: int, padding: int, dilation: int = 1, ceil: bool = False
+) -> str:
+    """The symbol of an extent a window derives from ``symbol``'s, named by
+    the rule's parameters: ``floor((X + o - 1) / s) + 1`` with
+    ``o = 2 padding - dilation (kernel - 1)`` depends on ``o`` and ``s``
+    only (with ``ceil``, on the padding too). ``H`` -> ``H_s2`` for a 3x3
+    stride-2 conv with padding 1, a 1x1 stride-2 one or a 3x3 stride-2 pool
+    with padding 1; ``H_s1m2`` for a 3x3 conv without padding."""
+    o = 2 * padding - dilation * (kernel - 1)
+    name = f"{symbol}_s{stride}" + ("" if o == 0 else f"p{o}" if o > 0 else f"m{-o}")
+    return name + (f"c{padding}" if ceil else "")
+
+
+def _window_dims(h: ragged_d.Ragged, w: ragged_d.Ragged, windows) -> list[ragged_d.Ragged]:
+    return [
+        d
+        if win.keeps()
+        else ragged_d.Ragged(
+            window_symbol(d.symbol, win.kernel, win.stride, win.padding, win.dilation, win.ceil)
+        )
+        for d, win in zip((h, w), windows, strict=True)
+    ]
+
+
+def _window_attrs(windows) -> dict:
+    return {
+        name: ir.DenseI64ArrayAttr.get([getattr(win, field) for win in windows])
+        for name, field in (("strides", "stride"), ("padding", "padding"), ("dilation", "dilation"))
+    }
+
+
 class RaggedValue(_Value):
     """A ragged tensor in a program being built; methods emit ragged ops."""
 
@@ -282,6 +341,90 @@ class RaggedValue(_Value):
 
     def softmax(self) -> RaggedValue:
         return _wrap(_create("ragged.softmax", [self.type], [self]).result)
+
+    # images --------------------------------------------------------------
+    def _image(self, what: str) -> tuple[ragged_d.Ragged, ragged_d.Ragged, int]:
+        t = self.rtype
+        dims = list(t.dims)
+        if not (
+            len(dims) == 3
+            and all(isinstance(d, ragged_d.Ragged) and d.parent is None for d in dims[:2])
+            and isinstance(dims[2], int)
+        ):
+            raise ValueError(f"{what}: needs images [B, H(b), W(b), C], got {self.type}")
+        return dims[0], dims[1], dims[2]
+
+    def conv2d(
+        self,
+        weight: TensorValue,
+        bias: TensorValue | None = None,
+        stride: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        dilation: int | Sequence[int] = 1,
+        groups: int = 1,
+    ) -> RaggedValue:
+        """Each image of ``[B, H(b), W(b), Cin]`` convolved with the HWIO
+        ``weight [KH, KW, Cin / groups, Cout]`` (+ ``bias [Cout]``), as
+        ``torch.nn.functional.conv2d`` does per image. A dim the window keeps
+        keeps its symbol; another gets one named after its extent rule (see
+        :func:`window_symbol`), so two paths with the same rule (a 3x3
+        stride-2 conv and a 1x1 stride-2 downsample) give the same type."""
+        h, w, _ = self._image("conv2d")
+        _require(weight, TensorValue, "weight")
+        wt = weight.type
+        if wt.rank != 4 or any(wt.is_dynamic_dim(i) for i in range(4)):
+            raise ValueError(f"weight: expected a static [KH, KW, Cin / groups, Cout] tensor, got {wt}")
+        if bias is not None:
+            _require(bias, TensorValue, "bias")
+        windows = _windows(wt.shape[:2], stride, padding, dilation, False)
+        result = _ragged_type(self.rtype, [*_window_dims(h, w, windows), wt.shape[3]])
+        attrs = _window_attrs(windows)
+        attrs["groups"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), groups)
+        operands = [self, weight] + ([bias] if bias is not None else [])
+        return _wrap(_create("ragged.conv2d", [result], operands, attrs).result)
+
+    def _pool(self, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad) -> RaggedValue:
+        h, w, c = self._image(f"{kind} pooling")
+        kernel = _pair(kernel, "kernel")
+        windows = _windows(kernel, kernel if stride is None else stride, padding, dilation, ceil_mode)
+        result = _ragged_type(self.rtype, [*_window_dims(h, w, windows), c])
+        attrs = _window_attrs(windows)
+        attrs["kind"] = _enum("reduce_kind", kind)
+        attrs["kernel"] = ir.DenseI64ArrayAttr.get(list(kernel))
+        if ceil_mode:
+            attrs["ceil_mode"] = ir.UnitAttr.get()
+        if count_include_pad:
+            attrs["count_include_pad"] = ir.UnitAttr.get()
+        return _wrap(_create("ragged.pool2d", [result], [self], attrs).result)
+
+    def max_pool2d(self, kernel, stride=None, padding=0, dilation=1, ceil_mode: bool = False) -> RaggedValue:
+        """``torch.nn.functional.max_pool2d`` on each image (stride defaults
+        to the kernel)."""
+        return self._pool("max", kernel, stride, padding, dilation, ceil_mode, False)
+
+    def avg_pool2d(
+        self, kernel, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True
+    ) -> RaggedValue:
+        """``torch.nn.functional.avg_pool2d`` on each image (stride defaults
+        to the kernel)."""
+        return self._pool("mean", kernel, stride, padding, 1, ceil_mode, count_include_pad)
+
+    def flatten(self, symbol: str | None = None) -> RaggedValue:
+        """``[B, H(b), W(b), dense...] -> [B, P(b), dense...]``, ``P = H W``:
+        each item as the sequence of its elements (no data moves). The new
+        symbol defaults to the source's joined (``HW``)."""
+        t = self.rtype
+        dims = list(t.dims)
+        lead = 0
+        while lead < len(dims) and isinstance(dims[lead], ragged_d.Ragged) and dims[lead].parent is None:
+            lead += 1
+        if lead < 2 or any(isinstance(d, ragged_d.Ragged) for d in dims[lead:]):
+            raise ValueError(
+                f"flatten: needs two or more leading ragged dims, then dense dims, got {self.type}"
+            )
+        symbol = symbol or "".join(d.symbol for d in dims[:lead])
+        result = _ragged_type(t, [ragged_d.Ragged(symbol), *dims[lead:]])
+        return _wrap(_create("ragged.flatten", [result], [self]).result)
 
     # structure -----------------------------------------------------------
     def reshape(self, *dims: int) -> RaggedValue:

@@ -224,6 +224,148 @@ def test_pool2d(images, rng, sizes, op: Pool):
             return -F.max_pool2d(-t, w.kernel, w.stride, w.padding, w.dilation, ceil_mode=w.ceil)
         if op.kind == "sum":
             return F.avg_pool2d(t, w.kernel, w.stride, w.padding, ceil_mode=w.ceil, divisor_override=1)
-        return F.avg_pool2d(t, w.kernel, w.stride, w.padding, ceil_mode=w.ceil, count_include_pad=op.count_include_pad)
+        return F.avg_pool2d(
+            t, w.kernel, w.stride, w.padding, ceil_mode=w.ceil, count_include_pad=op.count_include_pad
+        )
 
     check(out, imgs, w, ref, dict(rtol=1e-5, atol=1e-5))
+
+
+# --------------------------------------------------------------------------
+# A small CNN written with the builders: stem, max pool, a ResNet basic
+# block with a strided 1x1 downsample, global average pooling (flatten +
+# mean) and a linear head, against the same network per image in PyTorch.
+# --------------------------------------------------------------------------
+
+
+def cnn_params(rng, c=3, width=8, classes=5):
+    def u(*shape, scale=0.5):
+        return rng.uniform(-scale, scale, shape).astype(F32)
+
+    return {
+        "stem": u(3, 3, c, width),
+        "stem_b": u(width),
+        "bn_scale": u(width, scale=1.0) + 1.5,
+        "bn_shift": u(width),
+        "c1": u(3, 3, width, 2 * width, scale=0.2),
+        "c2": u(3, 3, 2 * width, 2 * width, scale=0.2),
+        "down": u(1, 1, width, 2 * width),
+        "head": u(2 * width, classes),
+    }
+
+
+def cnn_program(c=3, width=8, classes=5):
+    from ragged_mlir.builders import Program, ragged, tensor
+
+    prog = Program()
+
+    @prog.func(
+        x=ragged(None, "H", "W", c),
+        stem=tensor(3, 3, c, width),
+        stem_b=tensor(width),
+        bn_scale=tensor(width),
+        bn_shift=tensor(width),
+        c1=tensor(3, 3, width, 2 * width),
+        c2=tensor(3, 3, 2 * width, 2 * width),
+        down=tensor(1, 1, width, 2 * width),
+        head=tensor(2 * width, classes),
+    )
+    def cnn(x, stem, stem_b, bn_scale, bn_shift, c1, c2, down, head):
+        y = (x.conv2d(stem, stem_b, padding=1) * bn_scale + bn_shift).relu()
+        y = y.max_pool2d(3, stride=2, padding=1)
+        z = y.conv2d(c1, stride=2, padding=1).relu().conv2d(c2, padding=1)
+        y = (z + y.conv2d(down, stride=2)).relu()
+        # The head per pixel, then the mean: the linear head of the pooled
+        # features (dense @ dense has no builder).
+        return y, (y.flatten() @ head).reduce("mean")
+
+    return prog
+
+
+def cnn_reference(img: np.ndarray, p: dict):
+    """One [H, W, C] image through the network in float64: (feature map, logits)."""
+    t = lambda a: torch.from_numpy(a.astype(np.float64))  # noqa: E731
+    hwio = lambda a: t(a).permute(3, 2, 0, 1)  # noqa: E731
+    x = t(img).permute(2, 0, 1)[None]
+    y = F.conv2d(x, hwio(p["stem"]), t(p["stem_b"]), padding=1)
+    y = F.relu(y * t(p["bn_scale"])[:, None, None] + t(p["bn_shift"])[:, None, None])
+    y = F.max_pool2d(y, 3, 2, 1)
+    z = F.conv2d(F.relu(F.conv2d(y, hwio(p["c1"]), stride=2, padding=1)), hwio(p["c2"]), padding=1)
+    y = F.relu(z + F.conv2d(y, hwio(p["down"]), stride=2))
+    logits = y.mean(dim=(2, 3))[0] @ t(p["head"])
+    return y[0].permute(1, 2, 0).numpy(), logits.numpy()
+
+
+@pytest.fixture(scope="module")
+def cnn(compiled):
+    return compiled(cnn_program().module_text())
+
+
+CNN_SIZES = {
+    "random": [(9, 13), (4, 4), (16, 7), (1, 1), (5, 11)],
+    "single": [(12, 10)],
+    "one_large": [(3, 5), (64, 48), (2, 2)],
+    "all_equal": [(8, 8)] * 3,
+    "empty": [(6, 5), (0, 4), (3, 0), (2, 3)],
+}
+
+
+@pytest.mark.parametrize("name", list(CNN_SIZES))
+def test_cnn_matches_per_image(cnn, rng, name):
+    sizes = CNN_SIZES[name]
+    imgs = batch(rng, sizes, 3)
+    params = cnn_params(rng)
+    feats, logits = cnn.cnn(RaggedArray.from_images(imgs), *params.values())
+    assert logits.shape == (len(imgs), 5)
+    starts = offsets_of([h * w for h, w in zip(feats.lengths(0), feats.lengths(1), strict=True)])
+    for b, img in enumerate(imgs):
+        if 0 in img.shape[:2]:
+            # An empty image has no pixels; its mean is ragged.reduce's
+            # empty value, 0.
+            assert starts[b + 1] == starts[b]
+            np.testing.assert_array_equal(logits[b], 0.0)
+            continue
+        want_feat, want_logits = cnn_reference(img, params)
+        got = feats.values[starts[b] : starts[b + 1]].reshape(want_feat.shape)
+        np.testing.assert_allclose(got, want_feat, rtol=1e-4, atol=1e-4, err_msg=f"image {b} {img.shape}")
+        np.testing.assert_allclose(logits[b], want_logits, rtol=1e-4, atol=1e-4, err_msg=f"image {b}")
+
+
+def test_cnn_types_follow_the_extent_rule():
+    """The builders name a derived extent after its rule: the strided 3x3
+    conv and the 1x1 downsample agree, so the residual add verifies."""
+    text = cnn_program().module_text()
+    assert "!ragged.tensor<?, [H_s2_s2], [W_s2_s2], 16, f32>" in text
+    assert "ragged.flatten" in text
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda x, img, w: x.conv2d(w), r"conv2d: needs images \[B, H\(b\), W\(b\), C\]"),
+        (lambda x, img, w: img.max_pool2d((2, 2, 2)), r"kernel: expected an int or two ints \(H, W\)"),
+        (lambda x, img, w: img.avg_pool2d(2, stride="2"), r"stride: expected an int or two ints"),
+        (lambda x, img, w: x.flatten(), r"flatten: needs two or more leading ragged dims"),
+        (lambda x, img, w: img.conv2d(x), r"weight: expected a TensorValue"),
+    ],
+)
+def test_builder_errors(build, message):
+    from ragged_mlir.builders import Program, ragged, tensor
+
+    prog = Program()
+    with pytest.raises((ValueError, TypeError), match=message):
+
+        @prog.func(x=ragged(None, "L", 4), img=ragged(None, "H", "W", 4), w=tensor(3, 3, 4, 8))
+        def f(x, img, w):
+            return build(x, img, w)
+
+
+def test_builder_error_dynamic_weight():
+    from ragged_mlir.builders import Program, ragged, tensor
+
+    prog = Program()
+    with pytest.raises(ValueError, match=r"weight: expected a static \[KH, KW, Cin / groups, Cout\] tensor"):
+
+        @prog.func(img=ragged(None, "H", "W", 4), w=tensor(None, 3, 4, 8))
+        def f(img, w):
+            return img.conv2d(w)
