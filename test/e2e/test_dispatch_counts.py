@@ -18,6 +18,9 @@ H = "!ragged.tensor<{B}, [L], 2, 4, f32>"
 P = "!ragged.tensor<{B}, [L], [L], 2, f32>"
 N = "!ragged.tensor<{B}, [S], [T(S)], 8, f32>"
 IDS = "!ragged.tensor<{B}, [L], i64>"
+IMG = "!ragged.tensor<{B}, [H], [W], 4, f32>"
+IMG8 = "!ragged.tensor<{B}, [Ho], [Wo], 8, f32>"
+POOLED = "!ragged.tensor<{B}, [Ho], [Wo], 4, f32>"
 
 # name -> (arguments, results, body); the body's result is %r.
 OPS = {
@@ -84,6 +87,35 @@ OPS = {
         S,
         f"%r = ragged.from_padded %p lengths(%l) : tensor<{{B}}x?x8xf32>, tensor<{{B}}xi64> -> {S}",
     ),
+    "conv2d": (
+        f"%x: {IMG}, %w: tensor<3x3x4x8xf32>, %b: tensor<8xf32>",
+        IMG8,
+        f"%r = ragged.conv2d %x, %w, %b {{strides = array<i64: 2, 2>, padding = array<i64: 1, 1>}}"
+        f" : {IMG}, tensor<3x3x4x8xf32>, tensor<8xf32> -> {IMG8}",
+    ),
+    "conv2d_grouped": (
+        f"%x: {IMG}, %w: tensor<3x3x2x8xf32>",
+        IMG.replace("4, f32", "8, f32"),
+        f"%r = ragged.conv2d %x, %w {{padding = array<i64: 1, 1>, groups = 2}}"
+        f" : {IMG}, tensor<3x3x2x8xf32> -> " + IMG.replace("4, f32", "8, f32"),
+    ),
+    "max_pool2d": (
+        f"%x: {IMG}",
+        POOLED,
+        f"%r = ragged.pool2d <max> %x {{kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>,"
+        f" padding = array<i64: 1, 1>}} : {IMG} -> {POOLED}",
+    ),
+    "avg_pool2d": (
+        f"%x: {IMG}",
+        POOLED,
+        f"%r = ragged.pool2d <mean> %x {{kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>,"
+        f" ceil_mode}} : {IMG} -> {POOLED}",
+    ),
+    "flatten": (
+        f"%x: {IMG}",
+        "!ragged.tensor<{B}, [P], 4, f32>",
+        f"%r = ragged.flatten %x : {IMG} -> !ragged.tensor<{{B}}, [P], 4, f32>",
+    ),
 }
 
 #: Most ops need one to three dispatches. Reductions over row tiles need
@@ -92,8 +124,17 @@ OPS = {
 #: rescaled tile sums, the segments' sum, the group of each row, the
 #: normalisation). Softmax over the pair dim and the exact attention
 #: (scores + softmax + apply) also scan the per-item pair and group counts;
-#: they stay fixed in B (see docs/design.md).
+#: they stay fixed in B (see docs/design.md). A strided convolution or
+#: pooling builds its tables first: the input's and output's row offsets
+#: (sizes and scan each), the output height and width offsets (a scan each),
+#: the image of every output pixel; then the window gather and the GEMM
+#: (conv), or the window reduction (pool). Kept extents skip the output
+#: tables.
 MAX_DISPATCHES = {
+    "conv2d": 9,
+    "conv2d_grouped": 5,
+    "max_pool2d": 8,
+    "avg_pool2d": 8,
     "reduce_sum": 4,
     "reduce_max": 4,
     "reduce_nested": 4,
