@@ -27,6 +27,7 @@ import torch
 import torch.fx as fx
 
 from .. import ir
+from ..builders import window_symbol
 from ..dialects import arith, func, tensor
 from ..dialects import ragged as rd
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
@@ -250,6 +251,79 @@ def _from_padded(em: Emitter, node: fx.Node) -> ir.Value:
     batch = None if pt.is_dynamic_dim(0) else pt.shape[0]
     rt = rd.RaggedTensorType.get(batch, [rd.Ragged(f"P{len(em.env)}"), *dense], pt.element_type)
     return em.unpack(rd.from_padded(rt, em[padded], [lengths]), node)
+
+
+def _pack_image(em: Emitter, values: fx.Node, heights: fx.Node, widths: fx.Node) -> ir.Value:
+    """``ragged.pack`` of channels-last images ``[sum H W, C]`` over the
+    offsets of their heights and widths."""
+    vt = ir.RankedTensorType(em[values].type)
+    if vt.is_dynamic_dim(1):
+        raise Unsupported(
+            "images need a static channel count; weights passed as graph inputs under dynamic=True "
+            "make it symbolic (use module parameters, or torch._dynamo.mark_static)"
+        )
+    dims = [rd.Ragged(em.symbol(heights)), rd.Ragged(em.symbol(widths)), vt.shape[1]]
+    rt = rd.RaggedTensorType.get(None, dims, vt.element_type)
+    return rd.pack(rt, em[values], [em[heights], em[widths]])
+
+
+def _window_type(packed: ir.Value, channels: int, windows) -> ir.Type:
+    """The image type after a window per spatial dim (kernel, stride,
+    padding, dilation, ceil): a kept extent keeps its symbol, another is
+    named after its rule."""
+    rt = rd.RaggedTensorType(packed.type)
+    dims = []
+    for d, (k, s, p, dil, ceil) in zip(rt.dims[:2], windows, strict=True):
+        keeps = s == 1 and 2 * p == dil * (k - 1)
+        dims.append(d if keeps else rd.Ragged(window_symbol(d.symbol, k, s, p, dil, ceil)))
+    return rd.RaggedTensorType.get(None, [*dims, channels], rt.element_type)
+
+
+def _i64_array(values) -> ir.Attribute:
+    return ir.DenseI64ArrayAttr.get([int(v) for v in values])
+
+
+@lowering(torch.ops.ragged.conv2d.default, "2-D convolution of each image at its own size (ragged.conv2d)")
+def _conv2d(em: Emitter, node: fx.Node) -> ir.Value:
+    values, heights, widths, weight, bias, stride, padding, dilation, groups = node.args
+    packed = _pack_image(em, values, heights, widths)
+    wt = ir.RankedTensorType(em[weight].type)
+    if any(wt.is_dynamic_dim(i) for i in range(4)):
+        raise Unsupported(f"conv2d: the weight's shape must be static, got {wt}")
+    windows = [(wt.shape[i], stride[i], padding[i], dilation[i], False) for i in range(2)]
+    out = rd.conv2d(
+        _window_type(packed, wt.shape[3], windows),
+        packed,
+        em[weight],
+        bias=None if bias is None else em[bias],
+        strides=_i64_array(stride),
+        padding=_i64_array(padding),
+        dilation=_i64_array(dilation),
+        groups=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(groups)),
+    )
+    return em.unpack(out, node)
+
+
+@lowering(
+    torch.ops.ragged.pool2d.default, "max or average pooling of each image at its own size (ragged.pool2d)"
+)
+def _pool2d(em: Emitter, node: fx.Node) -> ir.Value:
+    values, heights, widths, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad = node.args
+    packed = _pack_image(em, values, heights, widths)
+    channels = ir.RankedTensorType(em[values].type).shape[1]
+    windows = [(kernel[i], stride[i], padding[i], dilation[i], ceil_mode) for i in range(2)]
+    out = rd.pool2d(
+        _window_type(packed, channels, windows),
+        ir.Attribute.parse(f"#ragged.reduce_kind<{kind}>"),
+        packed,
+        _i64_array(kernel),
+        strides=_i64_array(stride),
+        padding=_i64_array(padding),
+        dilation=_i64_array(dilation),
+        ceil_mode=ir.UnitAttr.get() if ceil_mode else None,
+        count_include_pad=ir.UnitAttr.get() if count_include_pad else None,
+    )
+    return em.unpack(out, node)
 
 
 def _index(value: ir.Value) -> ir.Value:

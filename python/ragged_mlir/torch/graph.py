@@ -190,10 +190,14 @@ class DensePiece:
             ph.meta = dict(node.meta)
             env[node] = ph
         for node in self.nodes:
-            env[node] = copy = g.node_copy(node, lambda a: env[a])
             sizes = static_view_sizes(node)
             if sizes is not None:
-                copy.args = (copy.args[0], sizes, *copy.args[2:])
+                # The size arguments are not inputs of the piece (plan_graph).
+                copy = g.create_node(node.op, node.target, (env[node.args[0]], sizes), name=node.name)
+                copy.meta = dict(node.meta)
+                env[node] = copy
+                continue
+            env[node] = g.node_copy(node, lambda a: env[a])
         g.output(tuple(env[n] for n in self.outputs))
         return fx.GraphModule(owner, g)
 
@@ -396,7 +400,11 @@ def plan_graph(gm: fx.GraphModule, is_emitted: Callable[[fx.Node], bool]) -> Pla
         inside = set(step.nodes)
         constants: list[fx.Node] = []
         for node in step.nodes:
-            for a in node.all_input_nodes:
+            # A view whose sizes become constants (with -1) reads no size from
+            # the host: it may follow an op whose row count only the device
+            # knows (a strided convolution).
+            reads = [node.args[0]] if static_view_sizes(node) is not None else node.all_input_nodes
+            for a in reads:
                 if a in inside:
                     continue
                 if kinds[a] == "constant":  # copied into every piece that reads it

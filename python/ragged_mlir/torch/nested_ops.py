@@ -56,6 +56,8 @@ CATEGORIES: dict[str, str] = {
     "attention": "scaled dot-product attention over the ragged dim (torch.ops.ragged.attention)",
     "predicate": "returns a Python bool",
     "factory": "a new NestedTensor with the same structure",
+    "image": "convolution and pooling of [C, H(b), W(b)] images at their own sizes, packed "
+    "(torch.ops.ragged.conv2d / pool2d); other layouts run per item, eagerly",
     "per-item": "eager only: loops over the items on the host (raises under torch.compile)",
 }
 
@@ -1140,6 +1142,180 @@ for _f, _spec in (
     _register(_fns, "per-item", _per_item_fn(_spec, reduces=True))
 
 
+# -- images: [C, H(b), W(b)] items, packed channels-last -------------------------------------
+
+
+def _is_image(x: Any) -> bool:
+    return isinstance(x, NestedTensor) and x._ragged == (1, 2) and x._item_rank() == 3
+
+
+def _is_regular_image(x: Any) -> bool:
+    """Images that all have one size: DanLing's default layout then makes the
+    channel dim the ragged one (values ``[sum C(b), H, W]``)."""
+    return isinstance(x, NestedTensor) and x._ragged == (0,) and x._item_rank() == 3
+
+
+def _regular_batch(nt: NestedTensor, channels: int, fname: str) -> torch.Tensor:
+    """The dense ``[B, C, H, W]`` batch of images of one size."""
+    if not _is_compiling():
+        counts = nt.offsets[1:] - nt.offsets[:-1]
+        if bool((counts != channels).any()):
+            raise ValueError(f"{fname}: expected images of {channels} channels, got {counts.tolist()}")
+    return nt.values.reshape(-1, channels, *nt.values.shape[1:])
+
+
+def _from_regular(nt: NestedTensor, y: torch.Tensor) -> NestedTensor:
+    """Images of one size ``[B, C, Ho, Wo]`` as an image NestedTensor
+    (channels-last values, ragged dims (1, 2))."""
+    b, c, h, w = y.shape
+    steps = torch.arange(b + 1, device=y.device, dtype=torch.int64)
+    values = y.permute(0, 2, 3, 1).reshape(-1, c)
+    return nt._derive(
+        values, ragged=(1, 2), offsets=steps * (h * w), partitions=[steps * h, steps * w], shapes=None
+    )
+
+
+def _pair(v: Any) -> list[int] | None:
+    """An int or two ints as [H, W]; None when not of that form."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return [v, v]
+    if (
+        isinstance(v, (tuple, list))
+        and len(v) == 2
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in v)
+    ):
+        return [int(i) for i in v]
+    if isinstance(v, (tuple, list)) and len(v) == 1 and isinstance(v[0], int):
+        return [int(v[0])] * 2
+    return None
+
+
+def _windowed(nt: NestedTensor, values: torch.Tensor, windows: list[tuple[int, int, int, int]], ceil: bool):
+    """The image NestedTensor of ``values`` after a window per spatial dim
+    (kernel, stride, padding, dilation): new height and width offsets (kept
+    where the window keeps every extent), and row offsets."""
+    parts = []
+    for offsets, (k, s, p, d) in zip(nt.partitions, windows, strict=True):
+        keeps = s == 1 and 2 * p == d * (k - 1)
+        parts.append(offsets if keeps else _ops.window_offsets(offsets, k, s, p, d, ceil))
+    if parts[0] is nt.partitions[0] and parts[1] is nt.partitions[1]:
+        return nt._derive(values, shapes=None)
+    heights, widths = parts
+    pixels = (heights[1:] - heights[:-1]) * (widths[1:] - widths[:-1])
+    rows = torch.cat([heights.new_zeros(1), torch.cumsum(pixels, 0)])
+    return nt._derive(values, ragged=(1, 2), offsets=rows, partitions=[heights, widths], shapes=None)
+
+
+def _conv2d(func: Callable, args: tuple, kwargs: dict) -> Any:
+    names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+    p = _bind(
+        "conv2d", args, kwargs, names, {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+    )
+    nt, weight, bias = _as_nested(p["input"]), p["weight"], p["bias"]
+    stride, dilation = _pair(p["stride"]), _pair(p["dilation"])
+    padding = p["padding"]
+    if padding == "valid":
+        padding = 0
+    if padding == "same" and stride == [1, 1] and isinstance(weight, torch.Tensor) and dilation is not None:
+        # Symmetric when the window's span is odd; PyTorch pads the extra on the far side otherwise.
+        total = [dilation[i] * (weight.shape[2 + i] - 1) for i in range(2)]
+        padding = [t // 2 for t in total] if all(t % 2 == 0 for t in total) else None
+    padding = _pair(padding) if padding is not None and not isinstance(padding, str) else None
+    dense = isinstance(weight, torch.Tensor) and not isinstance(bias, NestedTensor)
+    groups = int(p["groups"])
+    if _is_regular_image(nt) and dense and weight.dim() == 4 and None not in (stride, padding, dilation):
+        x = _regular_batch(nt, weight.shape[1] * groups, "conv2d")
+        return _from_regular(nt, F.conv2d(x, weight, bias, stride, padding, dilation, groups))
+    if not (_is_image(nt) and dense and weight.dim() == 4 and None not in (stride, padding, dilation)):
+        return _per_item_fn()(func, args, kwargs)
+    channels = nt.values.shape[1]
+    if weight.shape[1] * groups != channels:
+        raise ValueError(
+            f"conv2d: weight {tuple(weight.shape)} with groups={groups} expects {weight.shape[1] * groups} input "
+            f"channels, got images of {channels}"
+        )
+    hwio = weight.permute(2, 3, 1, 0)
+    h, w = nt.partitions
+    out = torch.ops.ragged.conv2d(nt.values, h, w, hwio, bias, stride, padding, dilation, groups)
+    return _windowed(
+        nt, out, [(weight.shape[2 + i], stride[i], padding[i], dilation[i]) for i in range(2)], False
+    )
+
+
+def _pool2d(kind: str) -> Callable:
+    def handler(func: Callable, args: tuple, kwargs: dict) -> Any:
+        fname = "max_pool2d" if kind == "max" else "avg_pool2d"
+        if kind == "max":
+            names = ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
+            defaults = {
+                "stride": None,
+                "padding": 0,
+                "dilation": 1,
+                "ceil_mode": False,
+                "return_indices": False,
+            }
+        else:
+            names = (
+                "input",
+                "kernel_size",
+                "stride",
+                "padding",
+                "ceil_mode",
+                "count_include_pad",
+                "divisor_override",
+            )
+            defaults = {"stride": None, "padding": 0, "ceil_mode": False, "count_include_pad": True}
+            defaults["divisor_override"] = None
+        p = _bind(fname, args, kwargs, names, defaults)
+        nt = _as_nested(p["input"])
+        kernel = _pair(p["kernel_size"])
+        stride = kernel if p["stride"] is None or p["stride"] == [] else _pair(p["stride"])
+        padding = _pair(p["padding"])
+        dilation = _pair(p.get("dilation", 1))
+        plain = not p.get("return_indices") and p.get("divisor_override") is None
+        if _is_regular_image(nt) and plain:
+            # Images of one size: each channel pooled as a dense batch.
+            return nt._derive(func(nt.values[:, None], *args[1:], **kwargs)[:, 0], shapes=None)
+        if not (_is_image(nt) and plain and None not in (kernel, stride, padding, dilation)):
+            return _per_item_fn()(func, args, kwargs)
+        if any(2 * padding[i] > kernel[i] for i in range(2)):
+            raise ValueError(f"{fname}: padding {padding} must be at most half the kernel {kernel}")
+        ceil, include = bool(p["ceil_mode"]), bool(p.get("count_include_pad", False))
+        h, w = nt.partitions
+        out = torch.ops.ragged.pool2d(nt.values, h, w, kind, kernel, stride, padding, dilation, ceil, include)
+        return _windowed(nt, out, [(kernel[i], stride[i], padding[i], dilation[i]) for i in range(2)], ceil)
+
+    return handler
+
+
+def _adaptive_avg_pool2d(func: Callable, args: tuple, kwargs: dict) -> Any:
+    p = _bind("adaptive_avg_pool2d", args, kwargs, ("input", "output_size"), {})
+    nt = _as_nested(p["input"])
+    one = _pair(p["output_size"]) == [1, 1]
+    if _is_regular_image(nt) and one:
+        return nt.values.mean(dim=(1, 2)).reshape(nt.offsets.shape[0] - 1, -1, 1, 1)
+    if not (_is_image(nt) and one):
+        return _per_item_fn()(func, args, kwargs)
+    # Every image pools to [C, 1, 1]: a dense [B, C, 1, 1] (an empty image gives 0).
+    pooled = torch.ops.ragged.segment_reduce(nt.values, nt.offsets, "mean", 0.0)
+    return pooled[:, :, None, None]
+
+
+_register(
+    [F.conv2d], "image", _conv2d, "zero padding, or 'same' with an even window span; other cases run per item"
+)
+_register([F.max_pool2d], "image", _pool2d("max"), "return_indices runs per item")
+_register([F.avg_pool2d], "image", _pool2d("mean"), "divisor_override runs per item")
+_register(
+    [F.adaptive_avg_pool2d],
+    "image",
+    _adaptive_avg_pool2d,
+    "output size 1: a dense [B, C, 1, 1]; other sizes run per item",
+)
+
+
 # Spatial functions on unbatched items ([C, H(b), W(b)] images, [C, L(b)] signals), like DanLing.
 _SPATIAL = [
     getattr(F, name, None)
@@ -1221,6 +1397,20 @@ def _batch_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
             "batch_norm: needs a NestedTensor whose channel dim (dim 1, the items' dim 0) is static, "
             f"e.g. [B, C, H(b), W(b)]; got ragged dims {getattr(nt, 'ragged_dims', None)}"
         )
+    names = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
+    defaults = {"weight": None, "bias": None, "training": False, "momentum": 0.1, "eps": 1e-5}
+    p = _bind("batch_norm", args, kwargs, names, defaults)
+    if not p["training"] and p["running_mean"] is not None and p["running_var"] is not None:
+        # Inference: a per-channel scale and shift of the rows, written out so
+        # that rows counted only at run time (after a strided convolution)
+        # meet no size check.
+        scale = torch.rsqrt(p["running_var"] + p["eps"])
+        if p["weight"] is not None:
+            scale = scale * p["weight"]
+        shift = -p["running_mean"] * scale
+        if p["bias"] is not None:
+            shift = shift + p["bias"]
+        return nt._derive(nt.values * scale + shift)
     # The statistics of a channel over every real element: the packed rows are the batch.
     out = func(nt.values, *args[1:], **kwargs)
     return nt._derive(out)

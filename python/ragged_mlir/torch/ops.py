@@ -13,6 +13,9 @@ import torch
 __all__ = [
     "attention",
     "attention_backward",
+    "conv2d",
+    "pool2d",
+    "window_offsets",
     "from_padded",
     "segment_broadcast",
     "segment_ids",
@@ -284,3 +287,129 @@ def _from_padded_backward(ctx, grad):
 
 
 from_padded.register_autograd(_from_padded_backward, setup_context=_from_padded_setup)
+
+
+# --------------------------------------------------------------------------
+# Images: [C, H(b), W(b)] items packed channels-last, values [sum H W, C],
+# with the offsets of the heights and of the widths. The output extents of a
+# window follow PyTorch's rule per image (0 for an empty image), computed on
+# the device from the input's offsets (ragged.conv2d and ragged.pool2d
+# define them the same way).
+# --------------------------------------------------------------------------
+
+
+def window_offsets(
+    offsets: torch.Tensor, kernel: int, stride: int, padding: int, dilation: int = 1, ceil_mode: bool = False
+) -> torch.Tensor:
+    """The offsets of the output extents of a window along one spatial dim."""
+    x = offsets[1:] - offsets[:-1]
+    span = x + (2 * padding - dilation * (kernel - 1) - 1)
+    q = (
+        -torch.div(-span, stride, rounding_mode="floor")
+        if ceil_mode
+        else torch.div(span, stride, rounding_mode="floor")
+    )
+    out = q + 1
+    if ceil_mode:  # the last window starts inside the image or its leading padding
+        out = torch.where(q * stride >= x + padding, q, out)
+    out = torch.where(x == 0, torch.zeros_like(out), out.clamp(min=0))
+    return torch.cat([offsets.new_zeros(1), torch.cumsum(out, 0)])
+
+
+def _images(values: torch.Tensor, heights: torch.Tensor, widths: torch.Tensor) -> list[torch.Tensor]:
+    """The [1, C, H, W] images of packed channels-last values (eager)."""
+    hs = (heights[1:] - heights[:-1]).tolist()
+    ws = (widths[1:] - widths[:-1]).tolist()
+    out, start = [], 0
+    for h, w in zip(hs, ws, strict=True):
+        out.append(values[start : start + h * w].reshape(h, w, -1).permute(2, 0, 1)[None])
+        start += h * w
+    return out
+
+
+def _per_image(values, heights, widths, channels: int, extents, fn) -> torch.Tensor:
+    """``fn`` on every image whose output is non-empty, repacked channels-last."""
+    hos, wos = (extents(i) for i in range(2))
+    pieces = []
+    for img, ho, wo in zip(_images(values, heights, widths), hos, wos, strict=True):
+        if ho and wo:
+            pieces.append(fn(img)[0].permute(1, 2, 0).reshape(ho * wo, channels))
+    return torch.cat(pieces) if pieces else values.new_zeros((0, channels))
+
+
+def _fake_rows() -> torch.SymInt:
+    # Sum over the images of Ho(b) Wo(b): known only from the offsets' values.
+    return torch.library.get_ctx().new_dynamic_size()
+
+
+@torch.library.custom_op("ragged::conv2d", mutates_args=())
+def conv2d(
+    values: torch.Tensor,
+    heights: torch.Tensor,
+    widths: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+) -> torch.Tensor:
+    """``F.conv2d`` of every image of ``values [sum H W, Cin]`` (channels-last)
+    with the HWIO ``weight [KH, KW, Cin / groups, Cout]``: ``[sum Ho Wo, Cout]``."""
+    oihw = weight.permute(3, 2, 0, 1)
+
+    def extents(i: int) -> list[int]:
+        offsets = window_offsets((heights, widths)[i], weight.shape[i], stride[i], padding[i], dilation[i])
+        return (offsets[1:] - offsets[:-1]).tolist()
+
+    return _per_image(
+        values,
+        heights,
+        widths,
+        weight.shape[3],
+        extents,
+        lambda img: torch.nn.functional.conv2d(img, oihw, bias, stride, padding, dilation, groups),
+    )
+
+
+@conv2d.register_fake
+def _(values, heights, widths, weight, bias, stride, padding, dilation, groups):
+    return values.new_empty((_fake_rows(), weight.shape[3]))
+
+
+@torch.library.custom_op("ragged::pool2d", mutates_args=())
+def pool2d(
+    values: torch.Tensor,
+    heights: torch.Tensor,
+    widths: torch.Tensor,
+    kind: str,
+    kernel: list[int],
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+) -> torch.Tensor:
+    """``F.max_pool2d`` (``kind`` "max") or ``F.avg_pool2d`` ("mean") of every
+    image of ``values [sum H W, C]`` (channels-last): ``[sum Ho Wo, C]``."""
+    F = torch.nn.functional
+
+    def extents(i: int) -> list[int]:
+        offsets = window_offsets(
+            (heights, widths)[i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode
+        )
+        return (offsets[1:] - offsets[:-1]).tolist()
+
+    def fn(img):
+        if kind == "max":
+            return F.max_pool2d(img, kernel, stride, padding, dilation, ceil_mode=ceil_mode)
+        return F.avg_pool2d(
+            img, kernel, stride, padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad
+        )
+
+    return _per_image(values, heights, widths, values.shape[1], extents, fn)
+
+
+@pool2d.register_fake
+def _(values, heights, widths, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad):
+    return values.new_empty((_fake_rows(), values.shape[1]))
