@@ -118,7 +118,6 @@ def test_compiled_functional_matches_eager():
         torch.testing.assert_close(c(NestedTensor(*imgs)), want, rtol=1e-4, atol=1e-5)
 
 
-
 # --------------------------------------------------------------------------
 # Models as users write them
 # --------------------------------------------------------------------------
@@ -152,7 +151,9 @@ class BasicBlock(nn.Module):
         self.bn2 = nn.BatchNorm2d(planes)
         self.downsample = None
         if stride != 1 or inplanes != planes:
-            self.downsample = nn.Sequential(nn.Conv2d(inplanes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
+            self.downsample = nn.Sequential(
+                nn.Conv2d(inplanes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes)
+            )
 
     def forward(self, x):
         identity = x
@@ -260,5 +261,7 @@ def test_empty_image_pools_to_zero():
 
 def test_conv_channel_mismatch_names_the_cause():
     x = NestedTensor(*images([(4, 4), (3, 5)], channels=2))
-    with pytest.raises(ValueError, match=r"conv2d: weight \(8, 3, 3, 3\) with groups=1 expects 3 input channels"):
+    with pytest.raises(
+        ValueError, match=r"conv2d: weight \(8, 3, 3, 3\) with groups=1 expects 3 input channels"
+    ):
         nn.Conv2d(3, 8, 3)(x)
