@@ -43,6 +43,14 @@ def test_unpadded_bert_sample():
     assert cos > 0.9999, out
 
 
+def test_classify_images_sample():
+    pytest.importorskip("torch_mlir")
+    out = run(ROOT / "samples" / "classify_images.py", "--batch", "6", "--max-side", "48", "--repeats", "1")
+    assert "accuracy: ragged-mlir 100%, per image 100%" in out, out
+    err = float(out.split("max |ragged-mlir - per image| logit: ")[1].split()[0])
+    assert err < 1e-4, out
+
+
 def test_core_package_imports_without_torch():
     # torch is an optional extra: block it and import everything else.
     code = (
