@@ -1303,11 +1303,72 @@ def _adaptive_avg_pool2d(func: Callable, args: tuple, kwargs: dict) -> Any:
     return pooled[:, :, None, None]
 
 
+def _image_group_norm(nt: NestedTensor, groups: int, weight, bias, eps: float, fname: str) -> NestedTensor:
+    """Each image's channels in ``groups`` groups, normalised over the
+    group's channels and the image's real pixels (two passes: the mean, then
+    the mean square deviation), then the per-channel affine."""
+    rows, channels = nt.values.shape
+    if channels % groups:
+        raise ValueError(f"{fname}: {channels} channels do not split into {groups} groups")
+    v = nt.values.reshape(rows, groups, channels // groups)
+    ops = torch.ops.ragged
+
+    def per_image_mean(t: torch.Tensor) -> torch.Tensor:  # [rows, groups] -> [rows, groups]
+        return ops.segment_broadcast(ops.segment_reduce(t, nt.offsets, "mean", 0.0), t, nt.offsets)
+
+    centred = v - per_image_mean(v.mean(-1))[..., None]
+    var = per_image_mean((centred * centred).mean(-1))
+    out = (centred * torch.rsqrt(var + eps)[..., None]).reshape(rows, channels)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return nt._derive(out)
+
+
+def _group_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
+    names = ("input", "num_groups", "weight", "bias", "eps")
+    p = _bind("group_norm", args, kwargs, names, {"weight": None, "bias": None, "eps": 1e-5})
+    nt = _as_nested(p["input"])
+    if _is_regular_image(nt) and p["weight"] is not None:
+        x = _regular_batch(nt, p["weight"].shape[0], "group_norm")
+        return _from_regular(nt, F.group_norm(x, p["num_groups"], p["weight"], p["bias"], p["eps"]))
+    if not _is_image(nt):
+        return _per_item_fn()(func, args, kwargs)
+    return _image_group_norm(nt, int(p["num_groups"]), p["weight"], p["bias"], float(p["eps"]), "group_norm")
+
+
+def _instance_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
+    names = ("input", "running_mean", "running_var", "weight", "bias", "use_input_stats", "momentum", "eps")
+    defaults = {"running_mean": None, "running_var": None, "weight": None, "bias": None}
+    defaults.update({"use_input_stats": True, "momentum": 0.1, "eps": 1e-5})
+    p = _bind("instance_norm", args, kwargs, names, defaults)
+    nt = _as_nested(p["input"])
+    known = p["weight"] if p["weight"] is not None else p["running_mean"]
+    if _is_regular_image(nt) and (known is not None or not _is_compiling()):
+        channels = known.shape[0] if known is not None else int(nt.offsets[1] - nt.offsets[0])
+        x = _regular_batch(nt, channels, "instance_norm")
+        rest = {k: p[k] for k in names[1:]}
+        return _from_regular(nt, F.instance_norm(x, **rest))
+    if not _is_image(nt):
+        return _per_item_fn()(func, args, kwargs)
+    if not p["use_input_stats"]:  # eval with running statistics: a scale and shift, as batch norm
+        return _batch_norm(
+            F.batch_norm, (nt, p["running_mean"], p["running_var"], p["weight"], p["bias"]), {}
+        )
+    if p["running_mean"] is not None:
+        raise NotImplementedError("instance_norm: updating running statistics from NestedTensor images")
+    channels = nt.values.shape[1]
+    return _image_group_norm(nt, channels, p["weight"], p["bias"], float(p["eps"]), "instance_norm")
+
+
 _register(
     [F.conv2d], "image", _conv2d, "zero padding, or 'same' with an even window span; other cases run per item"
 )
 _register([F.max_pool2d], "image", _pool2d("max"), "return_indices runs per item")
 _register([F.avg_pool2d], "image", _pool2d("mean"), "divisor_override runs per item")
+_register([F.group_norm], "image", _group_norm, "statistics over each image's real pixels")
+_register([F.instance_norm], "image", _instance_norm, "statistics over each image's real pixels")
 _register(
     [F.adaptive_avg_pool2d],
     "image",
