@@ -190,7 +190,8 @@ class _Window:
         return self.stride == 1 and 2 * self.padding == self.dilation * (self.kernel - 1)
 
 
-def _windows(kernel, stride, padding, dilation, ceil) -> tuple[_Window, _Window]:
+def windows(kernel, stride, padding, dilation, ceil) -> tuple[_Window, _Window]:
+    """The window along H and W (each an int or two ints)."""
     k, s, p, d = (
         _pair(v, n)
         for v, n in ((kernel, "kernel"), (stride, "stride"), (padding, "padding"), (dilation, "dilation"))
@@ -212,7 +213,9 @@ def window_symbol(
     return name + (f"c{padding}" if ceil else "")
 
 
-def _window_dims(h: ragged_d.Ragged, w: ragged_d.Ragged, windows) -> list[ragged_d.Ragged]:
+def window_dims(h: ragged_d.Ragged, w: ragged_d.Ragged, windows) -> list[ragged_d.Ragged]:
+    """The output dims of an image op: a kept extent keeps its symbol, another
+    is named by :func:`window_symbol`."""
     return [
         d
         if win.keeps()
@@ -376,9 +379,9 @@ class RaggedValue(_Value):
             raise ValueError(f"weight: expected a static [KH, KW, Cin / groups, Cout] tensor, got {wt}")
         if bias is not None:
             _require(bias, TensorValue, "bias")
-        windows = _windows(wt.shape[:2], stride, padding, dilation, False)
-        result = _ragged_type(self.rtype, [*_window_dims(h, w, windows), wt.shape[3]])
-        attrs = _window_attrs(windows)
+        wins = windows(wt.shape[:2], stride, padding, dilation, False)
+        result = _ragged_type(self.rtype, [*window_dims(h, w, wins), wt.shape[3]])
+        attrs = _window_attrs(wins)
         attrs["groups"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), groups)
         operands = [self, weight] + ([bias] if bias is not None else [])
         return _wrap(_create("ragged.conv2d", [result], operands, attrs).result)
@@ -386,9 +389,9 @@ class RaggedValue(_Value):
     def _pool(self, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad) -> RaggedValue:
         h, w, c = self._image(f"{kind} pooling")
         kernel = _pair(kernel, "kernel")
-        windows = _windows(kernel, kernel if stride is None else stride, padding, dilation, ceil_mode)
-        result = _ragged_type(self.rtype, [*_window_dims(h, w, windows), c])
-        attrs = _window_attrs(windows)
+        wins = windows(kernel, kernel if stride is None else stride, padding, dilation, ceil_mode)
+        result = _ragged_type(self.rtype, [*window_dims(h, w, wins), c])
+        attrs = _window_attrs(wins)
         attrs["kind"] = _enum("reduce_kind", kind)
         attrs["kernel"] = ir.DenseI64ArrayAttr.get(list(kernel))
         if ceil_mode:

@@ -27,7 +27,7 @@ import torch
 import torch.fx as fx
 
 from .. import ir
-from ..builders import window_symbol
+from ..builders import window_dims, windows
 from ..dialects import arith, func, tensor
 from ..dialects import ragged as rd
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
@@ -267,15 +267,11 @@ def _pack_image(em: Emitter, values: fx.Node, heights: fx.Node, widths: fx.Node)
     return rd.pack(rt, em[values], [em[heights], em[widths]])
 
 
-def _window_type(packed: ir.Value, channels: int, windows) -> ir.Type:
-    """The image type after a window per spatial dim (kernel, stride,
-    padding, dilation, ceil): a kept extent keeps its symbol, another is
-    named after its rule."""
+def _window_type(packed: ir.Value, channels: int, kernel, stride, padding, dilation, ceil: bool) -> ir.Type:
+    """The image type after a window per spatial dim (the builders' rule: a
+    kept extent keeps its symbol, another is named after its rule)."""
     rt = rd.RaggedTensorType(packed.type)
-    dims = []
-    for d, (k, s, p, dil, ceil) in zip(rt.dims[:2], windows, strict=True):
-        keeps = s == 1 and 2 * p == dil * (k - 1)
-        dims.append(d if keeps else rd.Ragged(window_symbol(d.symbol, k, s, p, dil, ceil)))
+    dims = window_dims(*rt.dims[:2], windows(kernel, stride, padding, dilation, ceil))
     return rd.RaggedTensorType.get(None, [*dims, channels], rt.element_type)
 
 
@@ -290,9 +286,8 @@ def _conv2d(em: Emitter, node: fx.Node) -> ir.Value:
     wt = ir.RankedTensorType(em[weight].type)
     if any(wt.is_dynamic_dim(i) for i in range(4)):
         raise Unsupported(f"conv2d: the weight's shape must be static, got {wt}")
-    windows = [(wt.shape[i], stride[i], padding[i], dilation[i], False) for i in range(2)]
     out = rd.conv2d(
-        _window_type(packed, wt.shape[3], windows),
+        _window_type(packed, wt.shape[3], list(wt.shape[:2]), stride, padding, dilation, False),
         packed,
         em[weight],
         bias=None if bias is None else em[bias],
@@ -311,9 +306,8 @@ def _pool2d(em: Emitter, node: fx.Node) -> ir.Value:
     values, heights, widths, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad = node.args
     packed = _pack_image(em, values, heights, widths)
     channels = ir.RankedTensorType(em[values].type).shape[1]
-    windows = [(kernel[i], stride[i], padding[i], dilation[i], ceil_mode) for i in range(2)]
     out = rd.pool2d(
-        _window_type(packed, channels, windows),
+        _window_type(packed, channels, kernel, stride, padding, dilation, ceil_mode),
         ir.Attribute.parse(f"#ragged.reduce_kind<{kind}>"),
         packed,
         _i64_array(kernel),

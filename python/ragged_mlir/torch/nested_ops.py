@@ -1223,12 +1223,17 @@ def _conv2d(func: Callable, args: tuple, kwargs: dict) -> Any:
         total = [dilation[i] * (weight.shape[2 + i] - 1) for i in range(2)]
         padding = [t // 2 for t in total] if all(t % 2 == 0 for t in total) else None
     padding = _pair(padding) if padding is not None and not isinstance(padding, str) else None
-    dense = isinstance(weight, torch.Tensor) and not isinstance(bias, NestedTensor)
+    plain = (
+        isinstance(weight, torch.Tensor)
+        and not isinstance(bias, NestedTensor)
+        and weight.dim() == 4
+        and None not in (stride, padding, dilation)
+    )
     groups = int(p["groups"])
-    if _is_regular_image(nt) and dense and weight.dim() == 4 and None not in (stride, padding, dilation):
+    if plain and _is_regular_image(nt):
         x = _regular_batch(nt, weight.shape[1] * groups, "conv2d")
         return _from_regular(nt, F.conv2d(x, weight, bias, stride, padding, dilation, groups))
-    if not (_is_image(nt) and dense and weight.dim() == 4 and None not in (stride, padding, dilation)):
+    if not (plain and _is_image(nt)):
         return _per_item_fn()(func, args, kwargs)
     channels = nt.values.shape[1]
     if weight.shape[1] * groups != channels:
