@@ -59,6 +59,12 @@ void populateRaggedAttentionToIreePatterns(RewritePatternSet &patterns);
 /// and arithmetic, to a few ulps (`ragged-expand-math`).
 void populateExpandF64MathPatterns(RewritePatternSet &patterns);
 
+/// The pattern of ragged-split-dynamic-contractions: a float contraction with
+/// static M and N and a dynamic K as a batch contraction over K chunks of
+/// `chunk` rows (static K), then a sum of the partials.
+void populateSplitDynamicContractionPatterns(RewritePatternSet &patterns,
+                                             int64_t chunk);
+
 /// The unit attribute `ragged-hint-data-tiling` puts on a module whose
 /// contractions IREE's data tiling would miscompile and no hint can protect:
 /// compile such a module without `--iree-opt-data-tiling`.

@@ -129,6 +129,46 @@ def HintDataTilingPass : Pass<"ragged-hint-data-tiling", "ModuleOp"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def SplitDynamicContractionsPass
+    : Pass<"ragged-split-dynamic-contractions", "ModuleOp"> {
+  let summary = "Splits GEMMs that sum over the tokens into static-K chunks";
+  let description = [{
+    A weight gradient sums over the packed tokens: a float contraction with
+    static M and N and a dynamic K. IREE 3.13 cannot data-tile it (see
+    `ragged-hint-data-tiling`), and untiled it runs at about a third of the
+    packed GEMM's rate. This pass zero-pads K to whole chunks of `chunk`
+    rows, views each operand's K dim as [chunks, chunk], computes one partial
+    product per chunk in a batch contraction with a static K (which IREE
+    data-tiles), and sums the partials into the original accumulator. Other
+    contractions (a batch dim, dynamic M or N, static K) are left alone.
+    `chunk = 0` turns the pass off.
+
+    Before:
+    ```mlir
+    %dw = linalg.matmul ins(%dyT, %x : tensor<384x?xf32>, tensor<?x1536xf32>)
+        outs(%acc : tensor<384x1536xf32>) -> tensor<384x1536xf32>
+    ```
+    After:
+    ```mlir
+    %c = arith.ceildivui %k, %c256 : index
+    %dyT_p = tensor.pad %dyT low[0, 0] high[0, %h] ... : tensor<384x?xf32>
+    %a = tensor.expand_shape %dyT_p [[0], [1, 2]] output_shape [384, %c, 256]
+    ... // %b: %x padded and viewed as [%c, 256, 1536]
+    %p = linalg.generic {iterator_types = [m, n, k, chunk]: parallel,
+        parallel, reduction, parallel} ins(%a, %b) outs(%zeros)
+        -> tensor<?x384x1536xf32>
+    %dw = linalg.generic {reduction over the chunks} ins(%p) outs(%acc)
+    ```
+  }];
+  let options = [
+    Option<"chunk", "chunk", "int64_t", /*default=*/"256",
+           "Rows of K per chunk (0: off)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def ExpandMathPass : Pass<"ragged-expand-math"> {
   let summary = "Expands the f64 math ops IREE's CPU backend cannot lower";
   let description = [{

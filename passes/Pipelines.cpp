@@ -31,6 +31,11 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
                      "iree_linalg_ext.attention on static length buckets "
                      "(needs unregistered dialects allowed)"),
       llvm::cl::init(true)};
+  Option<int64_t> contractionChunk{
+      *this, "contraction-chunk",
+      llvm::cl::desc("Rows per K chunk of contractions that sum over a "
+                     "dynamic extent (0: leave them)"),
+      llvm::cl::init(256)};
 };
 } // namespace
 
@@ -48,6 +53,10 @@ void mlir::ragged::registerRaggedPipelines() {
         pm.addPass(createExpandMathPass());
         pm.addPass(createCanonicalizerPass());
         pm.addPass(createCSEPass());
+        // After canonicalization, which makes M and N static.
+        SplitDynamicContractionsPassOptions split;
+        split.chunk = options.contractionChunk;
+        pm.addPass(createSplitDynamicContractionsPass(split));
         // Last: it reads the extents canonicalization made static.
         pm.addPass(createHintDataTilingPass());
       });

@@ -117,7 +117,10 @@ class CompileOptions:
     device: IREE runtime driver; None picks the target's default
         (``local-task`` for CPU).
     iree_flags: extra ``iree-compile`` flags, appended after the defaults; a
-        flag whose name is already among the defaults overrides it.
+        flag whose name is already among the defaults overrides it. With
+        data tiling on, contractions that sum over a dynamic extent (weight
+        gradients) run as GEMMs over static chunks of 256 rows, which IREE
+        packs; with it off they stay whole.
     balance_tile: rows per tile of segment reductions and softmax, 0 to 64;
         0 loops over each segment's rows in one work unit per segment. None
         picks ``BALANCE_TILE``.
@@ -184,6 +187,11 @@ class CompileOptions:
         return self.device or _DEFAULT_DEVICE[self.target]
 
     @property
+    def _data_tiling(self) -> bool:
+        """Whether the flags ask IREE to data-tile contractions."""
+        return any(f == _DATA_TILING or f == f"{_DATA_TILING}=true" for f in self.flags())
+
+    @property
     def pipeline(self) -> str:
         """The named pipeline with this compile's options, as ragged-opt takes it."""
         cpu = self.target == Target.LLVM_CPU
@@ -198,6 +206,9 @@ class CompileOptions:
             options.append(f"balance-tile={tile}")
         if buckets != 3:  # the pipeline's default
             options.append(f"attention-buckets={buckets}")
+        if not self._data_tiling:
+            # Chunked weight gradients pay only where IREE packs them.
+            options.append("contraction-chunk=0")  # the pipeline's default is 256
         fused = self.iree_attention if self.iree_attention is not None else cpu and _host_has_avx512()
         if not fused:
             options.append("iree-attention=0")  # the pipeline's default is 1

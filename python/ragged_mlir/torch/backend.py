@@ -148,16 +148,16 @@ def _build(gm: torch.fx.GraphModule):
         return plan, str(module), imported
 
 
-#: Flags for training graphs (forward and backward) on CPU: IREE 3.13's data
-#: tiling fails on them at ordinary shapes. It fuses a layer norm's
-#: elementwise piece (its output, or its gradient's ``x * weight``) into the
-#: pack that feeds a GEMM and transposes a vector<8x8x8x8xf32> there, which
-#: its CPU backend refuses ("One or more operations with large vector sizes
-#: (16384 bytes) were found": MiniLM's forward and backward); with that
-#: guard off, the same packs exceed the 32 KiB stack limit (LayerNorm ->
-#: Linear(128, 1024)). Inference graphs keep data tiling. A user's own
-#: flag wins.
-_TRAINING_CPU_FLAGS = ("--iree-opt-data-tiling=false",)
+#: Flags for training graphs (forward and backward) on CPU. They keep IREE's
+#: data tiling, but not its fusion of multi-use producers: a training
+#: forward keeps intermediates for the backward (a GEMM's biased output
+#: feeds both the GELU and the saved tensors), and IREE 3.13 then unpacks
+#: two results in the GEMM's dispatch, transposing a vector<8x8x8x8xf32> its
+#: CPU backend refuses ("One or more operations with large vector sizes
+#: (16384 bytes) were found"). The weight gradients, which sum over the
+#: tokens, become data-tiled GEMMs over static K chunks
+#: (ragged-split-dynamic-contractions). A user's own flag wins.
+_TRAINING_CPU_FLAGS = ("--iree-dispatch-creation-fuse-multi-use=false",)
 
 
 def compile_fx_graph(
