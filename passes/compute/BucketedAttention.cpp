@@ -320,11 +320,34 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
           gathered.push_back(gather(source).front());
       for (Value operand : rowValues)
         blocks.push_back(gathered[llvm::find(sources, operand) - sources.begin()]);
-      mask = parallelGeneric(rewriter, loc, slotInit(rewriter.getI1Type()), {}, {},
-                             [&](OpBuilder &b, Location l, ValueRange) {
-                               return slotRow(b, l, linalg::IndexOp::create(b, l, 0),
-                                              linalg::IndexOp::create(b, l, 1))
-                                   .second;
+      // The key mask [n, S] compares each slot with its item's length, read
+      // from a table [n] that a reduction makes (the count of valid slots
+      // of each slot row). IREE fuses an elementwise producer into every
+      // consumer, and the mask's consumers run over all [n, H, S, S] pairs:
+      // a parallel table would look up the item and its offsets per pair (at
+      // RACE lengths, 80 of a layer's 300 ms); a reduction stays a dispatch
+      // of its own, so the pairs read one length per slot row through their
+      // indexing maps.
+      MLIRContext *ctx = rewriter.getContext();
+      AffineMap slotOf = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
+      Value lenInit =
+          linalg::FillOp::create(rewriter, loc, arith::ConstantIntOp::create(rewriter, loc, 0, 64).getResult(),
+                                 emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {lay.counts[kk]}))
+              .getResult(0);
+      // (The empty [n, S] input only gives the loops their extents.)
+      Value lens = structured(
+          rewriter, loc, lenInit, {slotInit(rewriter.getI1Type())}, {rewriter.getMultiDimIdentityMap(2), slotOf},
+          {utils::IteratorType::parallel, utils::IteratorType::reduction}, [&](OpBuilder &b, Location l, ValueRange a) {
+            Value valid =
+                slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1)).second;
+            return arith::AddIOp::create(b, l, a[1], arith::ExtUIOp::create(b, l, b.getI64Type(), valid))
+                .getResult();
+          });
+      mask = parallelGeneric(rewriter, loc, slotInit(rewriter.getI1Type()), {lens}, {slotOf},
+                             [&](OpBuilder &b, Location l, ValueRange a) {
+                               Value slot = arith::IndexCastOp::create(b, l, b.getI64Type(),
+                                                                       linalg::IndexOp::create(b, l, 1));
+                               return arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, slot, a[0]).getResult();
                              });
     }
     SmallVector<Value> outs = body(rewriter, loc, blocks, mask);
