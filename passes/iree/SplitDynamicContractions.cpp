@@ -101,14 +101,34 @@ struct SplitDynamicContraction
     unsigned loops = op.getNumLoops();
     AffineExpr chunkDim = getAffineDimExpr(loops, ctx);
 
+    // Each operand's source and the dim of it that K indexes. A transposed
+    // operand (a weight gradient's Xᵀ) is read in place: the transpose
+    // moves into the indexing map, and IREE packs its source.
+    struct Operand {
+      Value source;
+      SmallVector<AffineExpr> exprs;
+      int64_t kDim = -1;
+    };
+    SmallVector<Operand> operands;
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      Operand o{input->get(),
+                llvm::to_vector(op.getMatchingIndexingMap(input).getResults())};
+      if (auto transpose = o.source.getDefiningOp<linalg::TransposeOp>()) {
+        SmallVector<AffineExpr> permuted(o.exprs.size());
+        for (auto [i, p] : llvm::enumerate(transpose.getPermutation()))
+          permuted[p] = o.exprs[i];
+        o.exprs = permuted;
+        o.source = transpose.getInput();
+      }
+      for (auto [i, e] : llvm::enumerate(o.exprs))
+        if (e == getAffineDimExpr(k, ctx))
+          o.kDim = static_cast<int64_t>(i);
+      operands.push_back(std::move(o));
+    }
+
     // K, the number of chunks, and the zero rows that complete the last.
-    Value extent;
-    for (OpOperand *input : op.getDpsInputOperands())
-      if (std::optional<unsigned> pos =
-              op.getMatchingIndexingMap(input).getResultPosition(
-                  getAffineDimExpr(k, ctx));
-          pos && !extent)
-        extent = linalg::createOrFoldDimOp(rewriter, loc, input->get(), *pos);
+    Value extent = linalg::createOrFoldDimOp(
+        rewriter, loc, operands.front().source, operands.front().kDim);
     Value size = arith::ConstantIndexOp::create(rewriter, loc, chunk);
     Value chunks = arith::CeilDivUIOp::create(rewriter, loc, extent, size);
     Value high = arith::SubIOp::create(
@@ -119,19 +139,11 @@ struct SplitDynamicContraction
     // one chunk.
     SmallVector<Value> inputs;
     SmallVector<AffineMap> maps;
-    for (OpOperand *input : op.getDpsInputOperands()) {
-      AffineMap map = op.getMatchingIndexingMap(input);
-      SmallVector<AffineExpr> results;
-      int64_t dim = -1;
-      for (auto [i, e] : llvm::enumerate(map.getResults())) {
-        if (e == getAffineDimExpr(k, ctx)) {
-          dim = static_cast<int64_t>(i);
-          results.push_back(chunkDim);
-        }
-        results.push_back(e);
-      }
-      inputs.push_back(chunked(rewriter, loc, input->get(), dim, high, chunks,
-                               chunk));
+    for (const Operand &o : operands) {
+      SmallVector<AffineExpr> results(o.exprs);
+      results.insert(results.begin() + o.kDim, chunkDim);
+      inputs.push_back(
+          chunked(rewriter, loc, o.source, o.kDim, high, chunks, chunk));
       maps.push_back(AffineMap::get(loops + 1, 0, results, ctx));
     }
     OpOperand *init = op.getDpsInitOperand(0);

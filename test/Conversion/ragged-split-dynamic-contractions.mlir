@@ -61,6 +61,25 @@ func.func @transposed_maps(%x: tensor<?x8xf32>, %dy: tensor<?x4xf32>, %acc: tens
 
 // -----
 
+// A transposed operand is read in place: the chunks view the transpose's
+// source, and the transpose moves into the indexing map.
+// CHECK-DAG:   #[[XMAP:.*]] = affine_map<(d0, d1, d2, d3) -> (d3, d2, d0)>
+// CHECK-LABEL: func.func @transposed_producer
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x8xf32>, %[[DY:.*]]: tensor<?x4xf32>
+// CHECK:         %[[XP:.*]] = tensor.pad %[[X]] low[0, 0] high[%{{.*}}, 0]
+// CHECK:         %[[XC:.*]] = tensor.expand_shape %[[XP]] {{\[}}[0, 1], [2]] output_shape [%{{.*}}, 16, 8] : tensor<?x8xf32> into tensor<?x16x8xf32>
+// CHECK:         linalg.generic {indexing_maps = [#[[XMAP]], {{.*}}ins(%[[XC]], %{{.*}} : tensor<?x16x8xf32>, tensor<?x16x4xf32>)
+func.func @transposed_producer(%x: tensor<?x8xf32>, %dy: tensor<?x4xf32>, %acc: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %e = tensor.empty(%t) : tensor<8x?xf32>
+  %xt = linalg.transpose ins(%x : tensor<?x8xf32>) outs(%e : tensor<8x?xf32>) permutation = [1, 0]
+  %r = linalg.matmul ins(%xt, %dy : tensor<8x?xf32>, tensor<?x4xf32>) outs(%acc : tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %r : tensor<8x4xf32>
+}
+
+// -----
+
 // Left alone: a static K, a dynamic M (the projection itself), a batch dim,
 // and an integer contraction.
 // CHECK-LABEL: func.func @left_alone
