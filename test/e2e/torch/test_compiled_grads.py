@@ -90,6 +90,46 @@ def test_compiled_gradients_match_per_item_fp64(compiled, case):
         torch.testing.assert_close(a.double(), e, rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"d{n}: {m}")
 
 
+def pooled(x, w):
+    """Sum and min pooling over the ragged dim of a projection."""
+    h = x @ w
+    return h.sum(dim=1).square().sum() + h.amin(dim=1).clamp(max=-FLOOR).sum()
+
+
+@pytest.fixture(scope="module")
+def compiled_pooled():
+    torch._dynamo.reset()
+    return torch.compile(pooled, backend="ragged", dynamic=True, fullgraph=True)
+
+
+@pytest.mark.parametrize("case", list(LENGTHS))
+def test_sum_and_min_pooling_gradients_match_per_item_fp64(compiled_pooled, case):
+    """Segment sum and min in a compiled backward: the sum's gradient
+    broadcasts to every row, the min's goes to the first row holding it;
+    an empty item sums to 0 and its min (+inf) clamps to a constant."""
+    lengths = LENGTHS[case][0]
+    gen = torch.Generator().manual_seed(7 + len(case))
+    xs = [torch.randn(n, D, generator=gen) for n in lengths]
+    w = torch.randn(D, D, generator=gen)
+    xv = torch.cat(xs).requires_grad_()
+    wc = w.clone().requires_grad_()
+    x = NestedTensor.from_packed(xv, torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()]))
+    fallbacks = rb.stats["fallbacks"]
+    got = torch.autograd.grad(compiled_pooled(x, wc), [xv, wc])
+    assert rb.stats["fallbacks"] == fallbacks
+
+    rx = [t.double().requires_grad_() for t in xs]
+    rw = w.double().requires_grad_()
+    want_loss = 0
+    for t in rx:
+        h = t @ rw
+        low = h.amin(0) if len(t) else torch.full((D,), torch.inf, dtype=torch.float64)
+        want_loss = want_loss + h.sum(0).square().sum() + low.clamp(max=-FLOOR).sum()
+    want = torch.autograd.grad(want_loss, rx + [rw], allow_unused=True, materialize_grads=True)
+    torch.testing.assert_close(got[0].double(), torch.cat(want[:-1]), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got[1].double(), want[-1], rtol=1e-4, atol=1e-4)
+
+
 def test_matmul_with_the_nested_tensor_on_the_left_compiles():
     """Dynamo traces ``nt @ w`` as ``Tensor.matmul(w, nt)``; the NestedTensor
     reads it back as ``nt @ w``, and refuses when both orders fit."""
