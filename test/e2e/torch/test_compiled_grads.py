@@ -55,10 +55,15 @@ def reference(xs, ys, w, b, g, beta):
     return total
 
 
+def ragged_compile(fn):
+    """``fn`` under the ragged backend, traced afresh."""
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="ragged", dynamic=True, fullgraph=True)
+
+
 @pytest.fixture(scope="module")
 def compiled():
-    torch._dynamo.reset()
-    return torch.compile(model, backend="ragged", dynamic=True, fullgraph=True)
+    return ragged_compile(model)
 
 
 @pytest.mark.parametrize("case", list(LENGTHS))
@@ -98,8 +103,7 @@ def pooled(x, w):
 
 @pytest.fixture(scope="module")
 def compiled_pooled():
-    torch._dynamo.reset()
-    return torch.compile(pooled, backend="ragged", dynamic=True, fullgraph=True)
+    return ragged_compile(pooled)
 
 
 @pytest.mark.parametrize("case", list(LENGTHS))
