@@ -153,8 +153,6 @@ struct SplitDynamicContraction
     maps.push_back(AffineMap::get(loops + 1, 0, partialResults, ctx));
 
     auto initType = cast<RankedTensorType>(init->get().getType());
-    SmallVector<int64_t> partialShape{ShapedType::kDynamic};
-    llvm::append_range(partialShape, initType.getShape());
     SmallVector<OpFoldResult> partialSizes{chunks};
     for (int64_t d = 0; d < initType.getRank(); ++d)
       partialSizes.push_back(
