@@ -52,9 +52,15 @@ def compiled(model, debug_dir: Path):
     )
 
 
+def backward_dirs(debug_dir: Path) -> list[Path]:
+    """The dump folders of the backward graphs."""
+    return [
+        d for d in debug_dir.glob("*/") if (d / "fx_graph.txt").read_text().startswith("# backward graph")
+    ]
+
+
 def backward_graphs(debug_dir: Path) -> list[str]:
-    graphs = [p.read_text() for p in debug_dir.glob("*/fx_graph.txt")]
-    return [g for g in graphs if g.startswith("# backward graph")]
+    return [(d / "fx_graph.txt").read_text() for d in backward_dirs(debug_dir)]
 
 
 def reference_grads(model: nn.Module, xs, weights):
@@ -239,9 +245,7 @@ def test_wide_layers_train_on_packed_gemms(tmp_path, width, hidden):
     want, _ = reference_grads(model, xs, weights)
     for (name, p), w in zip(model.named_parameters(), want, strict=True):
         np.testing.assert_allclose(p.grad.numpy(), w.numpy(), err_msg=name, atol=1e-3, rtol=1e-4)
-    backward = [
-        g for g in tmp_path.glob("*/") if (g / "fx_graph.txt").read_text().startswith("# backward graph")
-    ]
+    backward = backward_dirs(tmp_path)
     assert backward
     for graph in backward:
         assert "data-tiling=false" not in (graph / "iree_flags.txt").read_text()
