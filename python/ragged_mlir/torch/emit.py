@@ -173,6 +173,56 @@ def _segment_broadcast(em: Emitter, node: fx.Node) -> ir.Value:
     return em.unpack(rd.broadcast(em.cast(em[source], want), packed), node)
 
 
+@lowering(torch.ops.ragged.row_range.default, "0 .. offsets[-1] - 1, sized on the device (a linalg.index)")
+def _row_range(em: Emitter, node: fx.Node) -> ir.Value:
+    (offsets,) = node.args
+    off = em[offsets]
+    index = ir.IndexType.get()
+    i64 = ir.IntegerType.get_signless(64)
+    last = arith.subi(tensor.dim(off, arith.constant(index, 0)), arith.constant(index, 1))
+    rows = _index(tensor.extract(off, [last]))
+    out_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()], i64)
+    init = tensor.empty([rows], i64)
+    # linalg.generic writing each row's index (built generically: the
+    # bindings carry no linalg builders).
+    iota = ir.Operation.create(
+        "linalg.generic",
+        results=[out_type],
+        operands=[init],
+        attributes={
+            "indexing_maps": ir.Attribute.parse("[affine_map<(d0) -> (d0)>]"),
+            "iterator_types": ir.Attribute.parse("[#linalg.iterator_type<parallel>]"),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 1]),
+        },
+        regions=1,
+    )
+    block = iota.regions[0].blocks.append(i64)
+    with ir.InsertionPoint(block):
+        at = ir.Operation.create(
+            "linalg.index", results=[index], attributes={"dim": ir.IntegerAttr.get(i64, 0)}
+        ).result
+        ir.Operation.create("linalg.yield", operands=[arith.index_cast(i64, at)])
+    return em.cast(iota.result, value_type(node))
+
+
+@lowering(
+    torch.ops.aten._assert_async.msg, "a check on device values: the call fails with its message (cf.assert)"
+)
+def _assert_async(em: Emitter, node: fx.Node) -> None:
+    # torch-mlir drops this op; a failed check (an index out of range, an
+    # empty item where a row is read) must fail the call, not read elsewhere.
+    cond, msg = node.args
+    value = em[cond]
+    i1 = ir.IntegerType.get_signless(1)
+    vt = ir.RankedTensorType(value.type)
+    if vt.rank != 0:
+        raise Unsupported(f"a check on a tensor of shape {list(vt.shape)}", node)
+    flag = tensor.extract(value, [])
+    if flag.type != i1:
+        flag = arith.cmpi(arith.CmpIPredicate.ne, flag, arith.constant(flag.type, 0))
+    ir.Operation.create("cf.assert", operands=[flag], attributes={"msg": ir.StringAttr.get(str(msg))})
+
+
 @lowering(torch.ops.ragged.segment_softmax.default, "softmax over each item's rows, per column")
 def _segment_softmax(em: Emitter, node: fx.Node) -> ir.Value:
     values, offsets = node.args

@@ -152,17 +152,72 @@ class SymbolTable:
             )
         symbols = sorted(expr.free_symbols, key=str)
         where = [self._where[s] for s in symbols]
-        cast = bool if isinstance(val, torch.SymBool) else float if isinstance(val, torch.SymFloat) else int
-        cache: dict[tuple, Any] = {}
+        at = _substitution(val, symbols)
+        return lambda args: at(tuple(int(args[i]) if d is None else args[i].shape[d] for i, d in where))
 
-        def evaluate(args: Sequence[Any]) -> Any:
-            key = tuple(int(args[i]) if d is None else args[i].shape[d] for i, d in where)
-            out = cache.get(key)
-            if out is None:
-                out = cache[key] = cast(expr.xreplace(dict(zip(symbols, key, strict=True))))
-            return out
+    def result_evaluator(
+        self, val: Any, node: fx.Node, sized: Sequence[tuple[fx.Node, Any]], claim: Callable[[fx.Node], int]
+    ) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
+        """A function of the call's arguments and device results giving
+        ``val``, for a size that no input determines but a device result's
+        shape holds (the row count of items picked by an index): ``sized``
+        lists the device-computed tensors with their fake values, and
+        ``claim(node)`` makes one a result of ``main`` and returns its
+        position there."""
+        if not is_scalar(val) or isinstance(val, (bool, int, float)) or _is_nested_int(val):
+            plain = self.evaluator(val, node)
+            return lambda args, results: plain(args)
+        expr = val.node.expr
+        bound: dict[Any, tuple[fx.Node, int]] = {}
+        for s in expr.free_symbols:
+            if s in self._where:
+                continue
+            for src, t in sized:
+                d = next(
+                    (d for d, n in enumerate(t.shape) if isinstance(n, torch.SymInt) and n.node.expr == s),
+                    None,
+                )
+                if d is not None:
+                    bound[s] = (src, d)
+                    break
+            else:
+                self.evaluator(val, node)  # raises, naming the symbol no input or result holds
+        symbols = sorted(expr.free_symbols, key=str)
+        # ("result", k, d): dim d of main's result k; ("arg", i, d): as evaluator.
+        where = [
+            ("result", claim(bound[s][0]), bound[s][1]) if s in bound else ("arg", *self._where[s])
+            for s in symbols
+        ]
+        at = _substitution(val, symbols)
+
+        def evaluate(args: Sequence[Any], results: Sequence[Any]) -> Any:
+            return at(
+                tuple(
+                    results[i].shape[d]
+                    if src == "result"
+                    else int(args[i])
+                    if d is None
+                    else args[i].shape[d]
+                    for src, i, d in where
+                )
+            )
 
         return evaluate
+
+
+def _substitution(val: Any, symbols: Sequence[Any]) -> Callable[[tuple], Any]:
+    """``val``'s expression at given values of ``symbols``, cached per binding."""
+    expr = val.node.expr
+    cast = bool if isinstance(val, torch.SymBool) else float if isinstance(val, torch.SymFloat) else int
+    cache: dict[tuple, Any] = {}
+
+    def at(key: tuple) -> Any:
+        out = cache.get(key)
+        if out is None:
+            out = cache[key] = cast(expr.xreplace(dict(zip(symbols, key, strict=True))))
+        return out
+
+    return at
 
 
 # --------------------------------------------------------------------------
@@ -214,8 +269,9 @@ class Output:
     """How one graph output is rebuilt: ``kind`` is ``device`` (result
     ``index`` of ``main``), ``input`` (argument ``index`` itself), ``host``
     (``evaluate(args)``), ``view`` (``evaluate(args, results)``: views of an
-    input or of a device result replayed on the host) or ``constant``
-    (``value``)."""
+    input or of a device result replayed on the host), ``late``
+    (``evaluate(args, results)``: a size read off a device result's shape)
+    or ``constant`` (``value``)."""
 
     kind: str
     index: int = -1
@@ -421,6 +477,12 @@ def plan_graph(gm: fx.GraphModule, is_emitted: Callable[[fx.Node], bool]) -> Pla
     outputs: list[Output] = []
     flat = output_node.args[0]
     flat = flat if isinstance(flat, (tuple, list)) else (flat,)
+
+    def claim(node: fx.Node) -> int:
+        if node not in device_outputs:
+            device_outputs.append(node)
+        return device_outputs.index(node)
+
     for item in flat:
         if not isinstance(item, fx.Node):
             outputs.append(Output("constant", value=item))
@@ -448,7 +510,19 @@ def plan_graph(gm: fx.GraphModule, is_emitted: Callable[[fx.Node], bool]) -> Pla
         if kind == "placeholder":
             outputs.append(Output("input", index=placeholders.index(item)))
         elif kind == "host":
-            outputs.append(Output("host", evaluate=host_value(item)))
+            try:
+                outputs.append(Output("host", evaluate=host_value(item)))
+            except Unsupported:
+                # A size only the device knows (a forward returning the row
+                # count of picked items for its backward): read off a result.
+                sized = [
+                    (n, value_of(n))
+                    for n in nodes
+                    if kinds.get(n) in ("device", "emitted") and isinstance(value_of(n), torch.Tensor)
+                ]
+                outputs.append(
+                    Output("late", evaluate=symbols.result_evaluator(value_of(item), item, sized, claim))
+                )
         elif kind == "constant":
             outputs.append(Output("constant", value=getattr(gm, item.target)))
         else:

@@ -53,8 +53,23 @@ def _batch_picks(nt: NestedTensor, index: Any) -> list[int] | None:
     return None
 
 
+def _take_traced(nt: NestedTensor, index: torch.Tensor) -> NestedTensor:
+    """``nt[index]`` for an int tensor under ``torch.compile``: its values
+    stay on the device (checked there, negatives counted from the end)."""
+    b = len(nt)
+    index = index.to(torch.int64)
+    torch._assert_async(
+        ((index >= -b) & (index < b)).all(),
+        "NestedTensor batch index: an index is out of range for the batch size",
+    )
+    return nt._take_items(torch.where(index < 0, index + b, index))
+
+
 def _select_items(nt: NestedTensor, picks: list[int]) -> NestedTensor:
     b = len(nt)
+    if _is_compiling() and picks != list(range(b)):
+        # A slice of the values would start at a device-held offset.
+        return nt._take_items(torch.tensor(picks, dtype=torch.int64, device=nt.offsets.device))
     if picks and picks == list(range(picks[0], picks[-1] + 1)):
         a, z = picks[0], picks[-1] + 1
         lo, hi = int(nt.offsets[a]), int(nt.offsets[z])
@@ -89,6 +104,8 @@ def getitem(nt: NestedTensor, index: Any) -> Any:
     if isinstance(index, (slice, list)) or (isinstance(index, torch.Tensor) and index.dim() == 1):
         if isinstance(index, torch.Tensor) and index.is_floating_point():
             raise IndexError(f"NestedTensor batch index: expected an int or bool tensor, got {index.dtype}")
+        if _is_compiling() and isinstance(index, torch.Tensor) and _int_tensor(index):
+            return _take_traced(nt, index)
         return _select_items(nt, _batch_picks(nt, index))  # type: ignore[arg-type]
     if isinstance(index, torch.Tensor):
         return _nested_index(nt, nt.nested_like(index, strict=False))

@@ -1604,9 +1604,10 @@ class NestedTensor:
         """The items ``idx`` (int64 tensor of item indices) as a new NestedTensor (gather, traceable)."""
         lengths = self.lengths[idx]
         offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
-        rows = lengths.sum() if _is_compiling() else int(offsets[-1])
-        out_ids = _ops.segment_ids(offsets, rows)
-        src = self.offsets[idx][out_ids] + (torch.arange(rows, device=offsets.device) - offsets[out_ids])
+        # Output row r of item k reads row offsets[idx[k]] + (r - new offsets[k]).
+        # The row count is the device's (row_range): nothing is read on the host.
+        rows = _ops.row_range(offsets)
+        src = _ops.segment_broadcast(self.offsets[idx] - offsets[:-1], rows, offsets) + rows
         values = self.values.index_select(0, src)
         if len(self._ragged) == 1:
             parts = [offsets]

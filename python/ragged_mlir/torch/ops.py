@@ -15,6 +15,7 @@ __all__ = [
     "attention_backward",
     "conv2d",
     "pool2d",
+    "row_range",
     "window_offsets",
     "from_padded",
     "segment_broadcast",
@@ -73,6 +74,20 @@ def segment_broadcast(source: torch.Tensor, like: torch.Tensor, offsets: torch.T
 @segment_broadcast.register_fake
 def _(source, like, offsets):
     return source.new_empty(like.shape[:1] + source.shape[1:])
+
+
+@torch.library.custom_op("ragged::row_range", mutates_args=())
+def row_range(offsets: torch.Tensor) -> torch.Tensor:
+    """``0, 1, ..., offsets[-1] - 1``: the index of every row of a batch
+    packed over ``offsets``, int64. Its length is known only from the
+    offsets' values: items picked by an index, say, whose row count the
+    device computes and the host never reads."""
+    return torch.arange(int(offsets[-1]), device=offsets.device)
+
+
+@row_range.register_fake
+def _(offsets):
+    return offsets.new_empty((torch.library.get_ctx().new_dynamic_size(),))
 
 
 @torch.library.custom_op("ragged::segment_softmax", mutates_args=())

@@ -132,7 +132,7 @@ class CompiledGraph:
                 built.append(args[spec.index])
             elif spec.kind == "host":
                 built.append(spec.evaluate(args))
-            elif spec.kind == "view":
+            elif spec.kind in ("view", "late"):
                 built.append(spec.evaluate(args, results))
             else:
                 built.append(spec.value)
