@@ -303,10 +303,16 @@ def _from_padded(em: Emitter, node: fx.Node) -> ir.Value:
     return em.unpack(rd.from_padded(rt, em[padded], [lengths]), node)
 
 
-def _pack_image(em: Emitter, values: fx.Node, heights: fx.Node, widths: fx.Node) -> ir.Value:
+def _pack_image(
+    em: Emitter, values: fx.Node, heights: fx.Node, widths: fx.Node, channels: int | None = None
+) -> ir.Value:
     """``ragged.pack`` of channels-last images ``[sum H W, C]`` over the
-    offsets of their heights and widths."""
-    vt = ir.RankedTensorType(em[values].type)
+    offsets of their heights and widths. ``channels``: C where the op knows
+    it (a convolution's weight) and the traced shape carries it as an
+    expression (images of one size, repacked)."""
+    vt = value_type(values)
+    if vt.is_dynamic_dim(1) and channels is not None:
+        vt = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size(), channels], vt.element_type)
     if vt.is_dynamic_dim(1):
         raise Unsupported(
             "images need a static channel count; weights passed as graph inputs under dynamic=True "
@@ -314,7 +320,7 @@ def _pack_image(em: Emitter, values: fx.Node, heights: fx.Node, widths: fx.Node)
         )
     dims = [rd.Ragged(em.symbol(heights)), rd.Ragged(em.symbol(widths)), vt.shape[1]]
     rt = rd.RaggedTensorType.get(None, dims, vt.element_type)
-    return rd.pack(rt, em[values], [em[heights], em[widths]])
+    return rd.pack(rt, em.cast(em[values], vt), [em[heights], em[widths]])
 
 
 def _window_type(packed: ir.Value, channels: int, kernel, stride, padding, dilation, ceil: bool) -> ir.Type:
@@ -332,10 +338,10 @@ def _i64_array(values) -> ir.Attribute:
 @lowering(torch.ops.ragged.conv2d.default, "2-D convolution of each image at its own size (ragged.conv2d)")
 def _conv2d(em: Emitter, node: fx.Node) -> ir.Value:
     values, heights, widths, weight, bias, stride, padding, dilation, groups = node.args
-    packed = _pack_image(em, values, heights, widths)
     wt = ir.RankedTensorType(em[weight].type)
     if any(wt.is_dynamic_dim(i) for i in range(4)):
         raise Unsupported(f"conv2d: the weight's shape must be static, got {wt}")
+    packed = _pack_image(em, values, heights, widths, wt.shape[2] * int(groups))
     out = rd.conv2d(
         _window_type(packed, wt.shape[3], list(wt.shape[:2]), stride, padding, dilation, False),
         packed,
@@ -355,7 +361,7 @@ def _conv2d(em: Emitter, node: fx.Node) -> ir.Value:
 def _pool2d(em: Emitter, node: fx.Node) -> ir.Value:
     values, heights, widths, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad = node.args
     packed = _pack_image(em, values, heights, widths)
-    channels = ir.RankedTensorType(em[values].type).shape[1]
+    channels = rd.RaggedTensorType(packed.type).dense_dims[-1]
     out = rd.pool2d(
         _window_type(packed, channels, kernel, stride, padding, dilation, ceil_mode),
         ir.Attribute.parse(f"#ragged.reduce_kind<{kind}>"),

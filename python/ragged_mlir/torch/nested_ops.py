@@ -1164,10 +1164,23 @@ def _regular_batch(nt: NestedTensor, channels: int, fname: str) -> torch.Tensor:
     return nt.values.reshape(-1, channels, *nt.values.shape[1:])
 
 
-def _from_regular(nt: NestedTensor, y: torch.Tensor) -> NestedTensor:
+def _compiled_training(*tensors: Any) -> bool:
+    """A traced convolution whose gradient is needed: images of one size then
+    take the packed path too, whose gradient compiles (the dense
+    convolution's backward does not lower under dynamic shapes)."""
+    return (
+        _is_compiling()
+        and torch.is_grad_enabled()
+        and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
+    )
+
+
+def _from_regular(nt: NestedTensor, y: torch.Tensor, channels: int | None = None) -> NestedTensor:
     """Images of one size ``[B, C, Ho, Wo]`` as an image NestedTensor
-    (channels-last values, ragged dims (1, 2))."""
+    (channels-last values, ragged dims (1, 2)); ``channels``, where given,
+    is C as a plain int (traced shapes may carry it as an expression)."""
     b, c, h, w = y.shape
+    c = c if channels is None else channels
     steps = torch.arange(b + 1, device=y.device, dtype=torch.int64)
     values = y.permute(0, 2, 3, 1).reshape(-1, c)
     return nt._derive(
@@ -1232,7 +1245,9 @@ def _conv2d(func: Callable, args: tuple, kwargs: dict) -> Any:
     groups = int(p["groups"])
     if plain and _is_regular_image(nt):
         x = _regular_batch(nt, weight.shape[1] * groups, "conv2d")
-        return _from_regular(nt, F.conv2d(x, weight, bias, stride, padding, dilation, groups))
+        if not _compiled_training(x, weight, bias):
+            return _from_regular(nt, F.conv2d(x, weight, bias, stride, padding, dilation, groups))
+        nt = _from_regular(nt, x, weight.shape[1] * groups)
     if not (plain and _is_image(nt)):
         return _per_item_fn()(func, args, kwargs)
     channels = nt.values.shape[1]

@@ -1,0 +1,135 @@
+"""Training on images of their own sizes: the gradients of ``ragged.conv2d``
+and ``ragged.pool2d`` (gathers of each output pixel's window over the packed
+pixels, then GEMMs and scatter-adds over real pixels only), compiled forward
+and backward by the ragged backend (``fullgraph=True``, fallback off), equal
+fp64 autograd on every image alone; a small CNN written as users write one
+takes AdamW steps that match the same steps taken image by image."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_mlir")
+
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+from ragged_mlir.torch import NestedTensor  # noqa: E402
+from ragged_mlir.torch import backend as rb  # noqa: E402
+
+#: Image sizes (H, W): random with images too small for some windows (their
+#: output is empty), and all of one size (DanLing's regular layout). One
+#: image alone is a step of the CNN test below.
+SIZES = {
+    "random": [(9, 13), (1, 1), (16, 7), (2, 1), (5, 11)],
+    "all-equal": [(8, 8)] * 3,
+}
+
+
+def _conv(x, w, b):
+    return F.conv2d(x, w, b, padding=1)
+
+
+#: Window ops under test; pooling follows a convolution, as in a CNN (and so
+#: that its channel count is static under dynamic shapes).
+CASES = {
+    "conv_dilated": lambda x, w, b: F.conv2d(x, w, b, stride=(1, 2), padding=(2, 0), dilation=(2, 1)),
+    "conv_grouped": lambda x, w, b: F.conv2d(x, w[:, :1].contiguous(), padding=1, groups=3),
+    "max_pool_ceil": lambda x, w, b: F.max_pool2d(_conv(x, w, b), 2, 2, ceil_mode=True),
+    "max_pool_s2_p1": lambda x, w, b: F.max_pool2d(_conv(x, w, b), 3, 2, 1),
+    "avg_pool_excl": lambda x, w, b: F.avg_pool2d(_conv(x, w, b), 3, 2, 1, count_include_pad=False),
+    "avg_pool_ceil": lambda x, w, b: F.avg_pool2d(_conv(x, w, b), (3, 2), 2, 1, ceil_mode=True),
+}
+
+
+class Window(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        g = torch.Generator().manual_seed(3)
+        self.fn = fn
+        self.weight = nn.Parameter(torch.randn(6, 3, 3, 3, generator=g, dtype=torch.float64))
+        self.bias = nn.Parameter(torch.randn(6, generator=g, dtype=torch.float64))
+
+    def forward(self, x):
+        return self.fn(x, self.weight, self.bias)
+
+
+def images(sizes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(3, h, w, generator=g, dtype=torch.float64, requires_grad=True) for h, w in sizes]
+
+
+def per_image_loss(model, image):
+    """``model`` on one image; an image too small for a window gives no output."""
+    try:
+        return model(image[None]).square().sum()
+    except RuntimeError:
+        return 0 * image.sum()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_window_gradients_match_each_image(case):
+    torch._dynamo.reset()
+    model = Window(CASES[case])
+    compiled = torch.compile(
+        lambda x: model(x).values.square().sum(), backend="ragged", dynamic=True, fullgraph=True
+    )
+    before = rb.stats["fallbacks"]
+    params = list(model.parameters())
+    for sizes in SIZES.values():
+        imgs = images(sizes)
+        got = torch.autograd.grad(compiled(NestedTensor(imgs)), imgs + params, allow_unused=True)
+        ref = sum((per_image_loss(model, i) for i in imgs), 0 * sum(p.sum() for p in params))
+        want = torch.autograd.grad(ref, imgs + params, allow_unused=True)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(torch.zeros_like(w) if g is None else g, w, rtol=1e-9, atol=1e-9)
+    assert rb.stats["fallbacks"] == before
+
+
+class SmallCNN(nn.Module):
+    """Conv-BN-free CNN as users write one: two convolutions, max pooling,
+    global average pooling, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2, ceil_mode=True),
+            nn.Conv2d(8, 12, 3, stride=2, padding=1),
+            nn.GELU(),
+            nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = nn.Linear(12, 4)
+
+    def forward(self, x):
+        return self.head(self.features(x).flatten(1))
+
+
+def test_cnn_adamw_steps_match_per_image_training():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    ours = SmallCNN().double()
+    ref = SmallCNN().double()
+    ref.load_state_dict(ours.state_dict())
+    compiled = torch.compile(ours, backend="ragged", dynamic=True, fullgraph=True)
+    opt = torch.optim.AdamW(ours.parameters(), lr=1e-2)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    before = rb.stats["fallbacks"]
+    g = torch.Generator().manual_seed(5)
+    for step, sizes in enumerate([[(9, 13), (4, 4), (16, 7)], [(12, 10)], [(6, 6)] * 3]):
+        imgs = [torch.randn(3, h, w, generator=g, dtype=torch.float64) for h, w in sizes]
+        labels = torch.randint(0, 4, (len(imgs),), generator=g)
+        opt.zero_grad()
+        loss = F.cross_entropy(compiled(NestedTensor(imgs)), labels)
+        loss.backward()
+        opt.step()
+        ref_opt.zero_grad()
+        want = F.cross_entropy(torch.cat([ref(i[None]) for i in imgs]), labels)
+        want.backward()
+        ref_opt.step()
+        torch.testing.assert_close(loss, want, rtol=1e-10, atol=1e-10, msg=f"loss at step {step}")
+        for (name, p), q in zip(ours.named_parameters(), ref.parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-9, msg=f"{name} after step {step}")
+    assert rb.stats["fallbacks"] == before
