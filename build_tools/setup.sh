@@ -20,13 +20,11 @@ fi
 # before torch's pin is known would pull a CUDA torch and its libraries (GBs).
 reqs=(-r build_tools/requirements.txt)
 if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then
+  reqs+=(-r build_tools/requirements-test.txt)
   WITH_TORCH=1
 fi
 if [ "${WITH_TORCH:-0}" = 1 ]; then
   reqs+=(-r build_tools/requirements-torch.txt)
-fi
-if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then
-  reqs+=(-r build_tools/requirements-test.txt)
 fi
 pip install -q --disable-pip-version-check --no-cache-dir "${reqs[@]}"
 if [ "${WITH_TORCH:-0}" = 1 ]; then

@@ -190,17 +190,13 @@ class SymbolTable:
         ]
         at = _substitution(val, symbols)
 
+        def value(src: str, i: int, d: int | None, args: Sequence[Any], results: Sequence[Any]) -> int:
+            if src == "result":
+                return results[i].shape[d]
+            return int(args[i]) if d is None else args[i].shape[d]
+
         def evaluate(args: Sequence[Any], results: Sequence[Any]) -> Any:
-            return at(
-                tuple(
-                    results[i].shape[d]
-                    if src == "result"
-                    else int(args[i])
-                    if d is None
-                    else args[i].shape[d]
-                    for src, i, d in where
-                )
-            )
+            return at(tuple(value(*w, args, results) for w in where))
 
         return evaluate
 

@@ -463,9 +463,8 @@ def _taps(
     out_rows = torch.cat([zero, torch.cumsum(ho * wo, 0)])
     in_rows = torch.cat([zero, torch.cumsum(h * w, 0)])
     r = torch.arange(rows, device=heights.device)
-    start = segment_broadcast(out_rows[:-1], r, out_rows)
     image = segment_broadcast(torch.arange(h.shape[0], device=heights.device), r, out_rows)
-    local = r - start
+    local = r - out_rows[image]
     wo_r, h_r, w_r = wo[image], h[image], w[image]
     # Row and column of each output pixel. In floating point: IREE's CPU code
     # divides integers in vector lanes past the last row too, where a zero
