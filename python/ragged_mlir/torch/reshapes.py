@@ -17,6 +17,8 @@ A view whose grouping cannot be proven stays with torch-mlir.
 
 from __future__ import annotations
 
+import functools
+
 import sympy
 import torch
 import torch.fx as fx
@@ -40,8 +42,12 @@ def _divides(a, b) -> bool:
     return bool(q.is_integer) and q != 1
 
 
-def _groups(src: list, dst: list) -> list[tuple[list[int], list[int]]] | None:
-    """Adjacent dims of ``src`` and ``dst`` with equal products, or None."""
+@functools.lru_cache(maxsize=4096)
+def _groups(src: tuple, dst: tuple) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] | None:
+    """Adjacent dims of ``src`` and ``dst`` with equal products, or None.
+    Cached: every layer of a model repeats the same views, and each is
+    asked about twice (when planning and when emitting); sympy's
+    ``simplify`` is most of a graph's planning time without it."""
     groups, i, j = [], 0, 0
     while i < len(src) and j < len(dst):
         a, b = [i], [j]
@@ -56,13 +62,13 @@ def _groups(src: list, dst: list) -> list[tuple[list[int], list[int]]] | None:
                 b.append(j - 1)
             else:
                 return None
-        groups.append((a, b))
+        groups.append((tuple(a), tuple(b)))
     if i != len(src) or j != len(dst):
         return None
-    return groups
+    return tuple(groups)
 
 
-def _needs_rewrite(src: list, dst: list, groups) -> bool:
+def _needs_rewrite(src: tuple, dst: tuple, groups) -> bool:
     """A group that merges or splits dims of which one is dynamic."""
     for a, b in groups:
         if len(a) == len(b) == 1:
@@ -72,7 +78,7 @@ def _needs_rewrite(src: list, dst: list, groups) -> bool:
     return False
 
 
-def reshape_groups(node: fx.Node) -> list[tuple[list[int], list[int]]] | None:
+def reshape_groups(node: fx.Node) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] | None:
     """The dim groups of a view that merges or splits dynamic dims, or None
     for any other node (see the module docstring)."""
     if node.op != "call_function" or node.target not in _VIEWS:
@@ -82,8 +88,8 @@ def reshape_groups(node: fx.Node) -> list[tuple[list[int], list[int]]] | None:
     xval = x.meta.get("val") if isinstance(x, fx.Node) else None
     if not isinstance(val, torch.Tensor) or not isinstance(xval, torch.Tensor):
         return None
-    src = [_expr(s) for s in xval.shape]
-    dst = [_expr(s) for s in val.shape]
+    src = tuple(_expr(s) for s in xval.shape)
+    dst = tuple(_expr(s) for s in val.shape)
     groups = _groups(src, dst) if src and dst else None
     if groups is None or not _needs_rewrite(src, dst, groups):
         return None

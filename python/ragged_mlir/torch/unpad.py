@@ -816,7 +816,7 @@ class _Rewriter:
         """A view may regroup other dims freely, and merge or split the
         batch and length dims only with each other (and unit dims)."""
         src, dst = _val(n.args[0]), _val(n)
-        groups = _groups([_expr(s) for s in src.shape], [_expr(s) for s in dst.shape])
+        groups = _groups(tuple(_expr(s) for s in src.shape), tuple(_expr(s) for s in dst.shape))
         if groups is None:
             raise _Refuse(f"{n.name}: a view whose dims cannot be grouped")
         allowed = (
