@@ -60,12 +60,13 @@ class RaggedBackendOptions:
     target / device / iree_flags / balance_tile / attention_buckets /
         iree_attention: as :class:`ragged_mlir.CompileOptions` (None picks
         the target's default).
-    freeze_parameters: parameters and buffers (the forward graph's static
+    freeze_parameters: parameters and buffers (an inference graph's static
         inputs) become IREE parameters, bound at the first call: IREE then
         packs weights for its GEMM kernels once per binding, not on every
         call. A different tensor, or an in-place change (a new version
         counter), rebinds them on the next call; False passes them on every
-        call.
+        call. Training graphs always pass them: the optimizer changes them
+        at every step.
     debug_dir: dump, per graph, the FX graph, the imported and ragged IR, the
         lowered IR and the IREE flags there (also ``RAGGED_DEBUG_DIR``).
     fallback: run a graph eagerly (with a warning) when it cannot be
@@ -316,7 +317,10 @@ def _compiler(options: RaggedBackendOptions, kind: str):
         if rewrites and (options.debug_dir or os.environ.get("RAGGED_DEBUG_DIR")):
             warnings.warn("ragged backend: NJT patterns rewritten: " + "; ".join(rewrites), stacklevel=2)
         static: Sequence[int] = ()
-        if kind != "backward":
+        # Parameters become IREE parameters for inference only: a training
+        # step updates them in place, and each update would rebind them and
+        # reload the module on the next call (memory grew ~50 MB a step).
+        if kind == "inference":
             tracing = TracingContext.try_get()
             static = getattr(getattr(tracing, "fw_metadata", None), "static_input_indices", None) or ()
         key = _key(gm, example_inputs, options, kind, static)
