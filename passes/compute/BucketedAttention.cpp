@@ -227,13 +227,17 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
     SmallVector<int64_t> blockShape{ShapedType::kDynamic, staticSizes[kk]};
     llvm::append_range(blockShape, rowShape);
     auto blockType = RankedTensorType::get(blockShape, elem);
-    // The item in slot `slot` of this bucket, the row `i` of it that the
-    // block reads, and whether `i` lies inside the item.
     Value first = lay.firsts[kk];
-    auto slotRow = [&](OpBuilder &b, Location l, Value slot, Value i) {
+    // The first row and the length of the item in slot `slot` of this bucket.
+    auto slotItem = [&](OpBuilder &b, Location l, Value slot) {
       Value item = loadIndex(b, l, lay.itemAt, ValueRange{arith::AddIOp::create(b, l, first, slot)});
       Value start = loadIndex(b, l, lo, item);
-      Value len = arith::SubIOp::create(b, l, loadIndex(b, l, hi, item), start);
+      return std::make_pair(start, arith::SubIOp::create(b, l, loadIndex(b, l, hi, item), start).getResult());
+    };
+    // The row `i` of that item that the block reads, and whether `i` lies
+    // inside the item.
+    auto slotRow = [&](OpBuilder &b, Location l, Value slot, Value i) {
+      auto [start, len] = slotItem(b, l, slot);
       Value last = arith::SubIOp::create(b, l, len, constIndex(b, l, 1));
       Value row = arith::AddIOp::create(b, l, start, arith::MinUIOp::create(b, l, i, last));
       Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, len);
@@ -341,9 +345,7 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
       Value slotLen = parallelGeneric(
           rewriter, loc, emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {lay.counts[kk]}), {}, {},
           [&](OpBuilder &b, Location l, ValueRange) {
-            Value item = loadIndex(b, l, lay.itemAt,
-                                   ValueRange{arith::AddIOp::create(b, l, first, linalg::IndexOp::create(b, l, 0))});
-            Value len = arith::SubIOp::create(b, l, loadIndex(b, l, hi, item), loadIndex(b, l, lo, item));
+            Value len = slotItem(b, l, linalg::IndexOp::create(b, l, 0)).second;
             return arith::IndexCastOp::create(b, l, b.getI64Type(), len).getResult();
           });
       // (The empty [n, S] input only gives the loops their extents.)
