@@ -2105,15 +2105,20 @@ _register([F.multi_head_attention_forward], "attention", _nested_sdpa.mha_handle
 
 
 # Tensor's Python-level operators (``Tensor.__rsub__``, ``__rpow__``, ...): under
-# Dynamo a dict lookup keyed by them misses (torch 2.13), an identity test works.
-TENSOR_PY_FUNCTIONS: list[tuple[Callable, NestedFunction]] = [
-    (f, e) for f, e in FUNCTIONS.items() if getattr(f, "__module__", None) == "torch._tensor"
-]
+# Dynamo a dict lookup keyed by them misses (torch 2.13) and leaves a guard
+# that fails at once; an identity test works. They are grouped by name (a
+# name can hold a wrapper and the function it wraps): Dynamo traces
+# ``lookup`` on every op, and a scan of all of them was a quarter of the
+# bytecode it ran for a six-layer encoder.
+_TENSOR_PY_FUNCTIONS: dict[str, list[tuple[Callable, NestedFunction]]] = {}
+for _f, _e in FUNCTIONS.items():
+    if getattr(_f, "__module__", None) == "torch._tensor":
+        _TENSOR_PY_FUNCTIONS.setdefault(_f.__name__, []).append((_f, _e))
 
 
 def lookup(func: Callable) -> NestedFunction | None:
     """The table entry of ``func`` (None when unsupported)."""
-    for f, e in TENSOR_PY_FUNCTIONS:
+    for f, e in _TENSOR_PY_FUNCTIONS.get(getattr(func, "__name__", None), ()):
         if func is f:
             return e
     return FUNCTIONS.get(func)
@@ -2138,5 +2143,5 @@ for _f in list(FUNCTIONS):
             continue
         setattr(NestedTensor, _mname, _make_method(_f))
 
-del _f, _mname, _name, _fs, _kind, _names, _n, _fns
+del _f, _e, _mname, _name, _fs, _kind, _names, _n, _fns
 del math
