@@ -191,7 +191,12 @@ def main(argv=None) -> int:
     ap.add_argument("--long", type=int, default=8192, help="tokens of the long document (0: skip)")
     ap.add_argument("--short-batch", type=int, default=32, help="short items beside the long document")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--options", type=json.loads, default=None, help='backend options as JSON, e.g. {"attention_buckets": 6}')
+    ap.add_argument(
+        "--options",
+        type=json.loads,
+        default=None,
+        help='backend options as JSON, e.g. {"attention_buckets": 6}',
+    )
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON lines here")
     args = ap.parse_args(argv)
     peak = gemm_peak_gflops()
@@ -201,7 +206,9 @@ def main(argv=None) -> int:
     if args.long:
         rows.append(long_document(layer, args.short_batch, args.long, args.seed, peak))
     batch = [r for r in rows if r["case"] == "batch"]
-    print("\n| B | tokens | ms | ms / 1k tokens | per-item loop ms / 1k | vs per item | attainment | Python calls |")
+    print(
+        "\n| B | tokens | ms | ms / 1k tokens | per-item loop ms / 1k | vs per item | attainment | Python calls |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in batch:
         print(
