@@ -43,6 +43,11 @@ struct ConvertRaggedToLinalgPass
                                   << "], got " << tile;
       return signalPassFailure();
     }
+    if (attentionBuckets < 0 || attentionBuckets > kMaxAttentionBuckets) {
+      getOperation()->emitError() << "attention-buckets must be in [0, " << kMaxAttentionBuckets
+                                  << "], got " << attentionBuckets;
+      return signalPassFailure();
+    }
     TypeConverter converter;
     populateRaggedTypeConversion(converter);
 

@@ -29,8 +29,13 @@ void populateRaggedStructureToLinalgPatterns(const TypeConverter &converter,
 /// The largest balance tile: its rows are unrolled in the tile kernel.
 constexpr int64_t kMaxBalanceTile = 64;
 
-/// Length buckets of attention (and of its gradient, whatever the option).
-constexpr int64_t kDefaultAttentionBuckets = 3;
+/// Length buckets of attention (and of its gradient, whatever the option),
+/// sqrt(2) apart: the smallest holds items of up to max L / 181, so one long
+/// item does not pad the short ones towards it.
+constexpr int64_t kDefaultAttentionBuckets = 16;
+/// The most buckets: each one's schedule entries are scalars of the dispatch
+/// that places the items, and IREE's CPU limit is 64 of them.
+constexpr int64_t kMaxAttentionBuckets = 24;
 
 /// Choices of the compute lowering.
 struct RaggedLoweringOptions {

@@ -41,11 +41,11 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
            "rows, 1 <= N <= 64, unrolled in the kernel, then combine each "
            "segment's tiles; one long segment and many short ones then give "
            "equal work units (0: one unit per segment, looping over its rows)">,
-    Option<"attentionBuckets", "attention-buckets", "int64_t", /*default=*/"3",
-           "Run attention densely per length bucket (sizes maxL/2^k), with at "
-           "most 2x padding per item in all but the shortest bucket; 0 computes "
-           "exactly the sum of L(b)^2 scores in segment loops (attention_grad "
-           "then takes 3 buckets)">,
+    Option<"attentionBuckets", "attention-buckets", "int64_t", /*default=*/"16",
+           "Run attention densely per length bucket, at most 24 (sizes "
+           "maxL/sqrt(2)^k), with at most sqrt(2)x padding per item in all but "
+           "the shortest bucket; 0 computes exactly the sum of L(b)^2 scores "
+           "in segment loops (attention_grad then takes 16 buckets)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -22,9 +22,9 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
       llvm::cl::init(16)};
   Option<int64_t> attentionBuckets{
       *this, "attention-buckets",
-      llvm::cl::desc("Length buckets of dense attention (0: exact segment "
-                     "loops)"),
-      llvm::cl::init(3)};
+      llvm::cl::desc("Length buckets of dense attention, sqrt(2) apart, at "
+                     "most 24 (0: exact segment loops)"),
+      llvm::cl::init(16)};
   Option<bool> ireeAttention{
       *this, "iree-attention",
       llvm::cl::desc("Run ragged-attention-to-iree first: f32 attention as "

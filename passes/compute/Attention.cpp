@@ -164,8 +164,8 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
 /// Attention by length buckets (BucketedAttention.h) with upstream linalg
 /// attention (two contractions over the blocks in place and a masked
 /// softmax), which any backend takes, on `buckets` dynamic sizes
-/// ceil(maxL / 2^(K-1-k)): within a bucket (but the first) lengths are
-/// within 2x of the padded size.
+/// ceil(maxL / sqrt(2)^(K-1-k)): within a bucket (but the first) lengths are
+/// within sqrt(2) of the padded size.
 struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
   BucketedAttentionLowering(const TypeConverter &converter, MLIRContext *ctx, int64_t buckets)
       : OpConversionPattern(converter, ctx, /*benefit=*/2), buckets(buckets) {}

@@ -14,6 +14,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -159,10 +160,19 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
     staticSizes.push_back(ShapedType::kDynamic);
     sizes.push_back(maxLen);
   } else {
+    // Sizes sqrt(2) apart, in fixed point: ceil(maxL * m_j / 2^30) with
+    // m_j = 2^30 / sqrt(2)^j, j = 0 for the largest bucket.
+    constexpr int64_t one = int64_t(1) << 30;
     for (int64_t kk = 0; kk < kernel.buckets; ++kk) {
-      Value div = constIndex(rewriter, loc, int64_t(1) << (kernel.buckets - 1 - kk));
+      int64_t j = kernel.buckets - 1 - kk;
       staticSizes.push_back(ShapedType::kDynamic);
-      sizes.push_back(arith::CeilDivUIOp::create(rewriter, loc, maxLen, div));
+      if (j == 0) {
+        sizes.push_back(maxLen);
+        continue;
+      }
+      int64_t m = std::llround(std::ldexp(std::pow(2.0, -0.5 * double(j)), 30));
+      Value scaled = arith::MulIOp::create(rewriter, loc, maxLen, constIndex(rewriter, loc, m));
+      sizes.push_back(arith::CeilDivUIOp::create(rewriter, loc, scaled, constIndex(rewriter, loc, one)));
     }
   }
   Layout lay = layout(rewriter, loc, lo, hi, sizes);

@@ -32,7 +32,7 @@ struct GatheredRows {
 /// How a backend runs the buckets.
 struct BucketKernel {
   /// Static bucket sizes, to which one bucket of max L rows is added; empty
-  /// for `buckets` dynamic sizes ceil(maxL / 2^(buckets-1-k)).
+  /// for `buckets` dynamic sizes sqrt(2) apart, ceil(maxL / sqrt(2)^(buckets-1-k)).
   ArrayRef<int64_t> staticLadder;
   int64_t buckets = 0;
   /// Dense attention on the [n, S, H, d] blocks (or [n, S, d], see

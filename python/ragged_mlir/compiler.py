@@ -46,6 +46,13 @@ BALANCE_TILE = 16
 #: The largest tile: its rows are unrolled in the kernel (kMaxBalanceTile in
 #: passes/Passes.h, which the pass checks too).
 _MAX_BALANCE_TILE = 64
+#: Length buckets of attention on CPU targets (the pipeline's default),
+#: sqrt(2) apart: the smallest holds items of up to max L / 181, so one long
+#: item does not pad the short ones towards it. At most _MAX_ATTENTION_BUCKETS
+#: (kMaxAttentionBuckets in passes/Passes.h: IREE's CPU limit of 64 scalars
+#: per dispatch).
+ATTENTION_BUCKETS = 16
+_MAX_ATTENTION_BUCKETS = 24
 
 
 class Target(enum.StrEnum):
@@ -125,9 +132,10 @@ class CompileOptions:
         0 loops over each segment's rows in one work unit per segment. None
         picks ``BALANCE_TILE``.
     attention_buckets: attention runs as dense linalg per length bucket
-        (sizes maxL / 2^k; at most 2x padding per item but in the shortest
-        bucket), which vectorises; 0 computes exactly sum L(b)^2 scores in
-        segment loops. None picks 3 on CPU and 0 on GPU targets.
+        (sizes maxL / sqrt(2)^k; at most sqrt(2)x padding per item but in the
+        shortest bucket), which vectorises; 0 computes exactly sum L(b)^2
+        scores in segment loops; at most 24. None picks
+        ``ATTENTION_BUCKETS`` (16) on CPU and 0 on GPU targets.
     iree_attention: f32 attention with static heads and head size runs as
         IREE's fused ``iree_linalg_ext.attention`` (online softmax, no score
         blocks) on a static ladder of length buckets, 16 to 1024 rows 1.5x
@@ -196,15 +204,19 @@ class CompileOptions:
         """The named pipeline with this compile's options, as ragged-opt takes it."""
         cpu = self.target == Target.LLVM_CPU
         tile = self.balance_tile if self.balance_tile is not None else BALANCE_TILE
-        buckets = self.attention_buckets if self.attention_buckets is not None else (3 if cpu else 0)
+        buckets = self.attention_buckets
+        if buckets is None:
+            buckets = ATTENTION_BUCKETS if cpu else 0
         if not 0 <= tile <= _MAX_BALANCE_TILE:
             raise ValueError(f"balance_tile: expected 0 to {_MAX_BALANCE_TILE} or None, got {tile}")
-        if buckets < 0:
-            raise ValueError(f"attention_buckets: expected >= 0 or None, got {buckets}")
+        if not 0 <= buckets <= _MAX_ATTENTION_BUCKETS:
+            raise ValueError(
+                f"attention_buckets: expected 0 to {_MAX_ATTENTION_BUCKETS} or None, got {buckets}"
+            )
         options = []
         if tile != BALANCE_TILE:  # the pipeline's default
             options.append(f"balance-tile={tile}")
-        if buckets != 3:  # the pipeline's default
+        if buckets != ATTENTION_BUCKETS:  # the pipeline's default
             options.append(f"attention-buckets={buckets}")
         if not self._data_tiling:
             # Chunked weight gradients pay only where IREE packs them.

@@ -1,7 +1,7 @@
 // RUN: ragged-opt %s --split-input-file --convert-ragged-to-linalg="attention-buckets=3" | FileCheck %s --implicit-check-not=ragged.
 
-// Attention by length buckets: bucket sizes ceil(maxL / 4), ceil(maxL / 2),
-// maxL; each item's bucket and the bucket counts (read on the host: they
+// Attention by length buckets: bucket sizes sqrt(2) apart, ceil(maxL / 2),
+// ceil(maxL / sqrt(2)) (in 2^-30 fixed point) and maxL; each item's bucket and the bucket counts (read on the host: they
 // size the blocks); each item's rank and first output-slab row, and the item
 // at each rank. Then per bucket: one gather of its [n, S, H, d] blocks of q,
 // k and v and its [n, S] key mask; the scores [n, H, S, S] as a contraction
@@ -19,7 +19,11 @@
 // CHECK-DAG:   #[[V5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d1, d3)>
 // CHECK-DAG:   #[[O5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1, d3)>
 // CHECK-LABEL: func.func @attention
-// CHECK-COUNT-3: arith.ceildivui
+// CHECK:         arith.muli %[[MAXL:.*]], %c536870912
+// CHECK:         arith.ceildivui {{.*}}, %c1073741824
+// CHECK:         arith.muli %[[MAXL]], %c759250125
+// CHECK:         arith.ceildivui {{.*}}, %c1073741824
+// CHECK-NOT:     arith.ceildivui
 // CHECK:         %[[BUCKET:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]}
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[BUCKET]] : tensor<?xi64>) outs({{.*}} : tensor<3xi64>)
 // CHECK-COUNT-3: tensor.from_elements {{.*}} : tensor<3xi64>
@@ -78,7 +82,7 @@ func.func @self_attention(%x: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tens
 // bucket counts before it queues any of that work, rather than splitting it
 // into a submission before the read and one after.
 // CHECK-LABEL: func.func @schedule_first
-// CHECK-COUNT-3: arith.ceildivui
+// CHECK-COUNT-2: arith.ceildivui
 // CHECK:         linalg.generic {{.*}}outs({{.*}} : tensor<3xi64>)
 // CHECK:         linalg.map { math.exp }
 func.func @schedule_first(%values: tensor<?x2x4xf32>, %offsets: tensor<?xi64>) -> tensor<?x2x4xf32> {
