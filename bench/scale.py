@@ -18,7 +18,8 @@ dynamic=True)`` and called on NestedTensors, 2 threads:
   padded towards the long one).
 
 Every compiled call is checked against an fp64 per-item reference on a few
-items. The compiled function must not recompile across batch sizes.
+items, and a graph that falls back to eager fails the run. The compiled
+function must not recompile across batch sizes.
 Benchmarks are not tests: nothing here asserts a time.
 
     python bench/scale.py                   # B = 8 ... 4096, one 8192-token document among 32 short items
@@ -29,13 +30,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
+
+os.environ.setdefault("RAGGED_FALLBACK", "0")  # a graph that falls back to eager is an error, not a number
+
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -88,6 +93,8 @@ class Layer:
         self.fn = torch.compile(lambda x: self.enc(x).values, backend="ragged", dynamic=True, options=options)
 
     def compiled(self) -> int:
+        if self.backend.stats["fallbacks"]:
+            raise SystemExit("a graph fell back to eager: its times would not be ragged-mlir's")
         return self.backend.stats["compiled"]
 
     def check(self, items: list[torch.Tensor], out: torch.Tensor, label: str) -> float:

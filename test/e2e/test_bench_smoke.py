@@ -66,3 +66,26 @@ def test_harness_smoke(tmp_path):
 
     assert (tmp_path / "smoke.jsonl").read_text().count("\n") == len(lines)
     assert (tmp_path / "summary-smoke.md").exists()
+
+
+def test_scale_smoke(tmp_path):
+    """bench/scale.py: the batch sweep (one compile, no recompiles across
+    B) and the long-document case, each checked against fp64 per item."""
+    out = tmp_path / "scale.jsonl"
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "scale.py"), "--batches", "2", "5", "--long", "40"]
+        + ["--short-batch", "3", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    batch = [x for x in rows if x["case"] == "batch"]
+    assert [x["B"] for x in batch] == [2, 5]
+    assert [x["compiles"] for x in batch] == [1, 0]
+    assert all(x["max_rel_err"] < 1e-4 and x["attainment"] > 0 for x in batch)
+    (long,) = [x for x in rows if x["case"] == "long document"]
+    assert long["compiles"] == 0 and long["max_rel_err"] < 1e-4
+    assert set(long["ms"]) == {"short", "long", "mix"}
