@@ -154,17 +154,29 @@ class NestedTensor:
     def _set(
         self, values, offsets, partitions, ragged, shapes, batch_first, padding_value, mask_value
     ) -> None:
+        self._assign(
+            values,
+            offsets,
+            partitions,
+            _layout_key(ragged),
+            shapes,
+            _check_bool(batch_first, "batch_first"),
+            _check_float(padding_value, "padding_value"),
+            _check_bool(mask_value, "mask_value"),
+        )
+
+    def _assign(
+        self, values, offsets, partitions, layout, shapes, batch_first, padding_value, mask_value
+    ) -> None:
+        # Checked values only: Dynamo traces this for every op's result.
         self.values = values
         self.offsets = offsets
         self.partitions = list(partitions)
-        key = ",".join([str(int(r)) for r in ragged])
-        if not _is_compiling() and key not in _LAYOUTS:
-            _LAYOUTS[key] = tuple(int(r) for r in ragged)
-        self._layout = key
+        self._layout = layout
         self._shapes_cache = shapes
-        self._batch_first = _check_bool(batch_first, "batch_first")
-        self._padding_value = _check_float(padding_value, "padding_value")
-        self._mask_value = _check_bool(mask_value, "mask_value")
+        self._batch_first = batch_first
+        self._padding_value = padding_value
+        self._mask_value = mask_value
 
     @classmethod
     def _new(
@@ -201,22 +213,36 @@ class NestedTensor:
         """A NestedTensor with the structure of ``self`` (unless overridden)
         and new packed values. Item shapes are kept as a cache only when the
         layout and static sizes did not change."""
-        ragged = self._ragged if ragged is None else tuple(ragged)
+        # Dynamo traces this for every op's result: the layout key and the
+        # state are carried over, not rebuilt and checked again.
+        if ragged is None:
+            layout, count = self._layout, len(self._ragged)
+        else:
+            layout, count = _layout_key(ragged), len(ragged)
         offsets = self.offsets if offsets is None else offsets
         if partitions is None:
-            partitions = (
-                [offsets] if len(ragged) == 1 else (self.partitions if offsets is self.offsets else [])
-            )
+            partitions = [offsets] if count == 1 else (self.partitions if offsets is self.offsets else [])
         if shapes is _KEEP:
             same = (
-                ragged == self._ragged
+                layout == self._layout
                 and offsets is self.offsets
                 and values.shape[1:] == self.values.shape[1:]
             )
             shapes = self._shapes if same else None
-        merged = self._state()
-        merged.update(state)
-        return self._new(values, offsets, partitions, ragged, shapes, **merged)
+        batch_first = self._batch_first
+        if "batch_first" in state:
+            batch_first = _check_bool(state.pop("batch_first"), "batch_first")
+        padding_value = self._padding_value
+        if "padding_value" in state:
+            padding_value = _check_float(state.pop("padding_value"), "padding_value")
+        mask_value = self._mask_value
+        if "mask_value" in state:
+            mask_value = _check_bool(state.pop("mask_value"), "mask_value")
+        if state:
+            raise TypeError(f"_derive: unknown state {sorted(state)}")
+        obj = type(self).__new__(type(self))
+        obj._assign(values, offsets, partitions, layout, shapes, batch_first, padding_value, mask_value)
+        return obj
 
     @classmethod
     def from_packed(
@@ -1779,6 +1805,14 @@ del _dunder, _fn
 
 
 # -- construction helpers -------------------------------------------------------------------
+
+
+def _layout_key(ragged: Sequence[int]) -> str:
+    """The string key of a tuple of ragged dims (see ``NestedTensor._ragged``)."""
+    key = ",".join([str(int(r)) for r in ragged])
+    if not _is_compiling() and key not in _LAYOUTS:
+        _LAYOUTS[key] = tuple(int(r) for r in ragged)
+    return key
 
 
 def _check_bool(value: Any, name: str) -> bool:
