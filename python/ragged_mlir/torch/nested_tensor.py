@@ -208,11 +208,11 @@ class NestedTensor:
         offsets: torch.Tensor | None = None,
         partitions: list[torch.Tensor] | None = None,
         shapes: Any = _KEEP,
-        **state: Any,
+        batch_first: bool | None = None,
     ) -> NestedTensor:
-        """A NestedTensor with the structure of ``self`` (unless overridden)
-        and new packed values. Item shapes are kept as a cache only when the
-        layout and static sizes did not change."""
+        """A NestedTensor with the structure and state of ``self`` (unless
+        overridden) and new packed values. Item shapes are kept as a cache
+        only when the layout and static sizes did not change."""
         # Dynamo traces this for every op's result: the layout key and the
         # state are carried over, not rebuilt and checked again.
         if ragged is None:
@@ -229,19 +229,11 @@ class NestedTensor:
                 and values.shape[1:] == self.values.shape[1:]
             )
             shapes = self._shapes if same else None
-        batch_first = self._batch_first
-        if "batch_first" in state:
-            batch_first = _check_bool(state.pop("batch_first"), "batch_first")
-        padding_value = self._padding_value
-        if "padding_value" in state:
-            padding_value = _check_float(state.pop("padding_value"), "padding_value")
-        mask_value = self._mask_value
-        if "mask_value" in state:
-            mask_value = _check_bool(state.pop("mask_value"), "mask_value")
-        if state:
-            raise TypeError(f"_derive: unknown state {sorted(state)}")
+        batch_first = self._batch_first if batch_first is None else _check_bool(batch_first, "batch_first")
         obj = type(self).__new__(type(self))
-        obj._assign(values, offsets, partitions, layout, shapes, batch_first, padding_value, mask_value)
+        obj._assign(
+            values, offsets, partitions, layout, shapes, batch_first, self._padding_value, self._mask_value
+        )
         return obj
 
     @classmethod
