@@ -2,8 +2,8 @@
 
 // Attention by length buckets: bucket sizes sqrt(2) apart, ceil(maxL / 2),
 // ceil(maxL / sqrt(2)) (in 2^-30 fixed point) and maxL; each item's bucket
-// and the bucket counts (read on the host: they size the blocks); each item's rank and first output-slab row, and the item
-// at each rank. Then per bucket: one gather of its [n, S, H, d] blocks of q,
+// and the bucket counts (read on the host: they size the blocks); each
+// item's rank and first output-slab row, and the item at each rank. Then per bucket: one gather of its [n, S, H, d] blocks of q,
 // k and v and its [n, S] key mask; the scores [n, H, S, S] as a contraction
 // reading the blocks in place (loops item, head, query, key, head column);
 // the masked max, exp and sum over the keys; weights x values as a second
