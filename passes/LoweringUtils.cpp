@@ -133,33 +133,35 @@ Value lowering::maxSegmentLength(OpBuilder &b, Location loc, Value offsets) {
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), result);
 }
 
-Value lowering::findSegment(OpBuilder &b, Location loc, Value offsets,
-                          Value row) {
-  // lo = 0, hi = n; invariant offsets[lo] <= row; loop until lo == hi.
-  Value zero = constIndex(b, loc, 0);
+Value lowering::searchLast(OpBuilder &b, Location loc, Value lo, Value hi,
+                           function_ref<Value(OpBuilder &, Location, Value)> holds) {
+  // Invariant: holds(lo); loop until lo == hi, halving [lo, hi] each step.
   Value one = constIndex(b, loc, 1);
-  Value n = numSegments(b, loc, offsets);
   Type idx = b.getIndexType();
   auto loop = scf::WhileOp::create(
-      b, loc, TypeRange{idx, idx}, ValueRange{zero, n},
+      b, loc, TypeRange{idx, idx}, ValueRange{lo, hi},
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        Value more = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ult,
-                                           args[0], args[1]);
+        Value more = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ult, args[0], args[1]);
         scf::ConditionOp::create(nb, nloc, more, args);
       },
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        Value sum = arith::AddIOp::create(nb, nloc, args[0], args[1]);
-        sum = arith::AddIOp::create(nb, nloc, sum, one);
+        Value sum = arith::AddIOp::create(nb, nloc, arith::AddIOp::create(nb, nloc, args[0], args[1]), one);
         Value mid = arith::DivUIOp::create(nb, nloc, sum, constIndex(nb, nloc, 2));
-        Value start = loadIndex(nb, nloc, offsets, mid);
-        Value le = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sle,
-                                         start, row);
+        Value ok = holds(nb, nloc, mid);
         Value midMinus = arith::SubIOp::create(nb, nloc, mid, one);
-        Value lo = arith::SelectOp::create(nb, nloc, le, mid, args[0]);
-        Value hi = arith::SelectOp::create(nb, nloc, le, args[1], midMinus);
-        scf::YieldOp::create(nb, nloc, ValueRange{lo, hi});
+        Value nlo = arith::SelectOp::create(nb, nloc, ok, mid, args[0]);
+        Value nhi = arith::SelectOp::create(nb, nloc, ok, args[1], midMinus);
+        scf::YieldOp::create(nb, nloc, ValueRange{nlo, nhi});
       });
   return loop.getResult(0);
+}
+
+Value lowering::findSegment(OpBuilder &b, Location loc, Value offsets, Value row) {
+  return searchLast(b, loc, constIndex(b, loc, 0), numSegments(b, loc, offsets),
+                    [&](OpBuilder &nb, Location l, Value mid) -> Value {
+                      return arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle, loadIndex(nb, l, offsets, mid),
+                                                   row);
+                    });
 }
 
 Value lowering::segmentOfRows(OpBuilder &b, Location loc, Value offsets, Value rows) {
@@ -179,24 +181,45 @@ Value lowering::exclusivePrefixSum(OpBuilder &b, Location loc, Value sizes) {
 
 Value lowering::exclusivePrefixSum(OpBuilder &b, Location loc, Value n,
                                    function_ref<Value(OpBuilder &, Location, Value)> term) {
-  // out[i] = sum(term(0..i-1)). Each output element runs its own loop, so the
-  // whole scan is one parallel dispatch (O(n^2) terms, n = number of items).
+  // out[i] = sum(term(0..i-1)) in two levels, each one parallel dispatch:
+  // the sums of chunks of kChunk terms, their exclusive prefix (each chunk
+  // looping over the chunks before it), then each output adds the terms of
+  // its own chunk before it to its chunk's prefix. O(n kChunk + (n /
+  // kChunk)^2) work, where one loop per output was O(n^2).
+  constexpr int64_t kChunk = 64;
   Type i64 = b.getI64Type();
-  Value n1 = arith::AddIOp::create(b, loc, n, constIndex(b, loc, 1));
-  Value init = emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {n1});
-  return parallelGeneric(
-      b, loc, init, {}, {}, [&](OpBuilder &nb, Location nloc, ValueRange) {
-        Value i = linalg::IndexOp::create(nb, nloc, 0);
-        Value zero = arith::ConstantIntOp::create(nb, nloc, i64, 0);
-        auto loop = scf::ForOp::create(
-            nb, nloc, constIndex(nb, nloc, 0), i, constIndex(nb, nloc, 1),
-            ValueRange{zero},
-            [&](OpBuilder &lb, Location lloc, Value j, ValueRange acc) {
-              scf::YieldOp::create(
-                  lb, lloc, ValueRange{arith::AddIOp::create(lb, lloc, acc[0], term(lb, lloc, j))});
-            });
-        return loop.getResult(0);
+  Value chunk = constIndex(b, loc, kChunk);
+  Value chunks = arith::CeilDivUIOp::create(b, loc, n, chunk);
+  auto sumTerms = [&](OpBuilder &nb, Location l, Value lo, Value hi, Value init) -> Value {
+    return forLoop(nb, l, lo, hi, init, [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
+      return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], term(lb, ll, j))};
+    })[0];
+  };
+  auto zero = [&](OpBuilder &nb, Location l) -> Value { return arith::ConstantIntOp::create(nb, l, i64, 0); };
+  Value sums = parallelGeneric(b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {chunks}), {}, {},
+                               [&](OpBuilder &nb, Location l, ValueRange) {
+                                 Value lo = arith::MulIOp::create(nb, l, linalg::IndexOp::create(nb, l, 0), chunk);
+                                 Value hi = arith::MinUIOp::create(nb, l, arith::AddIOp::create(nb, l, lo, chunk), n);
+                                 return sumTerms(nb, l, lo, hi, zero(nb, l));
+                               });
+  Value chunks1 = arith::AddIOp::create(b, loc, chunks, constIndex(b, loc, 1));
+  Value starts = parallelGeneric(
+      b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {chunks1}), {}, {},
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        return forLoop(nb, l, constIndex(nb, l, 0), linalg::IndexOp::create(nb, l, 0), zero(nb, l),
+                       [&](OpBuilder &lb, Location ll, Value c, ValueRange acc) {
+                         return SmallVector<Value>{
+                             arith::AddIOp::create(lb, ll, acc[0], tensor::ExtractOp::create(lb, ll, sums, c))};
+                       })[0];
       });
+  Value n1 = arith::AddIOp::create(b, loc, n, constIndex(b, loc, 1));
+  return parallelGeneric(b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {n1}), {}, {},
+                         [&](OpBuilder &nb, Location l, ValueRange) {
+                           Value i = linalg::IndexOp::create(nb, l, 0);
+                           Value c = arith::DivUIOp::create(nb, l, i, chunk);
+                           Value base = tensor::ExtractOp::create(nb, l, starts, c);
+                           return sumTerms(nb, l, arith::MulIOp::create(nb, l, c, chunk), i, base);
+                         });
 }
 
 LogicalResult lowering::unsupported(Operation *op, const Twine &why) {

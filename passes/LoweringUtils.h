@@ -45,6 +45,10 @@ std::pair<Value, Value> segmentBounds(OpBuilder &b, Location loc,
                                       Value offsets);
 /// Largest segment length of an offsets tensor (0 when there is none).
 Value maxSegmentLength(OpBuilder &b, Location loc, Value offsets);
+/// Binary search: the largest i in [lo, hi] at which `holds(i)` is true,
+/// for a predicate true up to some index and false after it, true at `lo`.
+Value searchLast(OpBuilder &b, Location loc, Value lo, Value hi,
+                 function_ref<Value(OpBuilder &, Location, Value)> holds);
 /// The segment holding `row`: the largest s with offsets[s] <= row (binary
 /// search; skips empty segments). Valid for 0 <= row < offsets[last].
 Value findSegment(OpBuilder &b, Location loc, Value offsets, Value row);

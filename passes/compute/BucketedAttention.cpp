@@ -56,23 +56,53 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
     bucket = arith::SelectOp::create(nb, l, empty, constIndex(nb, l, -1), bucket);
     return arith::IndexCastOp::create(nb, l, nb.getI64Type(), bucket);
   });
-  // Items per bucket, read on the host: they size the blocks.
-  Value zero64 = arith::ConstantIntOp::create(b, loc, i64, 0);
-  Value countInit = linalg::FillOp::create(b, loc, zero64, emptyTensor(b, loc, {numBuckets}, i64, {})).getResult(0);
-  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  Value countTensor = structured(
-      b, loc, countInit, {bucketOf}, {AffineMap::get(2, 0, d(1), ctx), AffineMap::get(2, 0, d(0), ctx)},
-      {utils::IteratorType::parallel, utils::IteratorType::reduction}, [&](OpBuilder &nb, Location l, ValueRange a) {
-        Value kk = arith::IndexCastOp::create(nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, 0));
-        Value same = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, a[0], kk);
-        return arith::AddIOp::create(nb, l, a[1], arith::ExtUIOp::create(nb, l, nb.getI64Type(), same));
+  // A stable counting sort of the non-empty items by bucket, in two levels
+  // so that no work is quadratic in the batch: the items of each bucket in
+  // each chunk of kChunk items, their exclusive prefix over the chunks
+  // ([chunks + 1, K]; its last row is the items per bucket), then every rank
+  // and every item at a rank from its chunk's prefix and a walk within the
+  // chunk. O(n (kChunk + K) + (n / kChunk)^2 K).
+  constexpr int64_t kChunk = 64;
+  Value chunk = constIndex(b, loc, kChunk);
+  Value chunks = arith::CeilDivUIOp::create(b, loc, numItems, chunk);
+  auto chunkStart = [&](OpBuilder &nb, Location l, Value c) -> Value { return arith::MulIOp::create(nb, l, c, chunk); };
+  auto zero = [&](OpBuilder &nb, Location l) -> Value { return arith::ConstantIntOp::create(nb, l, i64, 0); };
+  auto inBucket = [&](OpBuilder &nb, Location l, Value j, Value bucket) -> Value {
+    return arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, tensor::ExtractOp::create(nb, l, bucketOf, j), bucket);
+  };
+  // Items of `bucket` (i64) among items [from, to).
+  auto countIn = [&](OpBuilder &nb, Location l, Value from, Value to, Value bucket) -> Value {
+    return forLoop(nb, l, from, to, {zero(nb, l)}, [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
+      Value one = arith::ExtUIOp::create(lb, ll, i64, inBucket(lb, ll, j, bucket));
+      return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], one)};
+    })[0];
+  };
+  auto bucketIndex = [&](OpBuilder &nb, Location l, unsigned dim) -> Value {
+    return arith::IndexCastOp::create(nb, l, i64, linalg::IndexOp::create(nb, l, dim));
+  };
+  Value perChunk = parallelGeneric(b, loc, emptyTensor(b, loc, {ShapedType::kDynamic, numBuckets}, i64, {chunks}), {}, {},
+                                   [&](OpBuilder &nb, Location l, ValueRange) {
+                                     Value from = chunkStart(nb, l, linalg::IndexOp::create(nb, l, 0));
+                                     Value to = arith::MinUIOp::create(nb, l, arith::AddIOp::create(nb, l, from, chunk), numItems);
+                                     return countIn(nb, l, from, to, bucketIndex(nb, l, 1));
+                                   });
+  Value chunks1 = arith::AddIOp::create(b, loc, chunks, constIndex(b, loc, 1));
+  Value chunkFirst = parallelGeneric(
+      b, loc, emptyTensor(b, loc, {ShapedType::kDynamic, numBuckets}, i64, {chunks1}), {}, {},
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        Value kk = linalg::IndexOp::create(nb, l, 1);
+        return forLoop(nb, l, constIndex(nb, l, 0), linalg::IndexOp::create(nb, l, 0), {zero(nb, l)},
+                       [&](OpBuilder &lb, Location ll, Value c, ValueRange acc) {
+                         Value n = tensor::ExtractOp::create(lb, ll, perChunk, ValueRange{c, kk});
+                         return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], n)};
+                       })[0];
       });
+  // Items per bucket, read on the host: they size the blocks.
   Layout lay;
   lay.sizes.assign(sizes.begin(), sizes.end());
   Value base = constIndex(b, loc, 0), first = constIndex(b, loc, 0);
   for (int64_t kk = 0; kk < numBuckets; ++kk) {
-    Value n = arith::IndexCastOp::create(
-        b, loc, b.getIndexType(), tensor::ExtractOp::create(b, loc, countTensor, ValueRange{constIndex(b, loc, kk)}));
+    Value n = loadIndex(b, loc, chunkFirst, ValueRange{chunks, constIndex(b, loc, kk)});
     lay.counts.push_back(n);
     lay.bases.push_back(base);
     lay.firsts.push_back(first);
@@ -88,43 +118,56 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
   lay.baseTable = table(lay.bases);
   lay.firstTable = table(lay.firsts);
   lay.sizeTable = table(lay.sizes);
-  // Rank of each non-empty item in (bucket, batch) order, and its first
-  // slab row: bases[k] + (rank - firsts[k]) * S_k.
-  Value rank = parallelGeneric(b, loc, itemInit, {bucketOf}, {id1}, [&](OpBuilder &nb, Location l, ValueRange a) {
+  // Each item's first slab row: bases[k] + (its rank within bucket k) * S_k,
+  // the rank being the chunk's prefix plus the bucket's items before it in
+  // the chunk. Empty items own no slab rows; they read bucket 0's tables.
+  lay.slabStart = parallelGeneric(b, loc, itemInit, {bucketOf}, {id1}, [&](OpBuilder &nb, Location l, ValueRange a) {
     Value item = linalg::IndexOp::create(nb, l, 0);
-    Value zero = arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 0);
-    Value one = arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 1);
-    return forLoop(nb, l, constIndex(nb, l, 0), numItems, {zero}, [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
-      Value other = tensor::ExtractOp::create(lb, ll, bucketOf, j);
-      Value nonEmpty = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::sge, other, zero);
-      Value lower = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::slt, other, a[0]);
-      Value same = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::eq, other, a[0]);
-      Value earlier = arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::ult, j, item);
-      Value before = arith::AndIOp::create(lb, ll, nonEmpty,
-                                           arith::OrIOp::create(lb, ll, lower, arith::AndIOp::create(lb, ll, same, earlier)));
-      return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], arith::SelectOp::create(lb, ll, before, one, zero))};
-    })[0];
-  });
-  lay.slabStart = parallelGeneric(b, loc, itemInit, {bucketOf, rank}, {id1, id1}, [&](OpBuilder &nb, Location l, ValueRange a) {
-    // Empty items own no slab rows; clamp their bucket to read the tables.
-    Value bucket = arith::IndexCastOp::create(
-        nb, l, nb.getIndexType(), arith::MaxSIOp::create(nb, l, a[0], arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 0)));
+    Value empty = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, a[0], zero(nb, l));
+    Value bucket = arith::IndexCastOp::create(nb, l, nb.getIndexType(), arith::MaxSIOp::create(nb, l, a[0], zero(nb, l)));
+    Value c = arith::DivUIOp::create(nb, l, item, chunk);
+    Value rank = arith::AddIOp::create(nb, l, tensor::ExtractOp::create(nb, l, chunkFirst, ValueRange{c, bucket}),
+                                       countIn(nb, l, chunkStart(nb, l, c), item, a[0]));
+    rank = arith::SelectOp::create(nb, l, empty, zero(nb, l), rank);
     auto at = [&](Value t) { return tensor::ExtractOp::create(nb, l, t, ValueRange{bucket}).getResult(); };
-    Value inBucket = arith::SubIOp::create(nb, l, a[1], at(lay.firstTable));
-    return arith::AddIOp::create(nb, l, at(lay.baseTable), arith::MulIOp::create(nb, l, inBucket, at(lay.sizeTable)));
+    return arith::AddIOp::create(nb, l, at(lay.baseTable), arith::MulIOp::create(nb, l, rank, at(lay.sizeTable)));
   });
+  // The item at rank j: its bucket k (the last with firsts[k] <= j, never an
+  // empty one), the chunk holding the bucket's (j - firsts[k])-th item (the
+  // last whose prefix is at most that), and a walk within the chunk.
   lay.itemAt = parallelGeneric(
       b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {first}), {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
-        Value j = arith::IndexCastOp::create(nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, 0));
-        Value zero = arith::ConstantIntOp::create(nb, l, nb.getI64Type(), 0);
-        return forLoop(nb, l, constIndex(nb, l, 0), numItems, {zero}, [&](OpBuilder &lb, Location ll, Value c, ValueRange acc) {
-          Value hit = arith::AndIOp::create(
-              lb, ll,
-              arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::eq, tensor::ExtractOp::create(lb, ll, rank, c), j),
-              arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::sge, tensor::ExtractOp::create(lb, ll, bucketOf, c), zero));
-          Value cc = arith::IndexCastOp::create(lb, ll, lb.getI64Type(), c);
-          return SmallVector<Value>{arith::SelectOp::create(lb, ll, hit, cc, acc[0])};
-        })[0];
+        Value j = bucketIndex(nb, l, 0);
+        Value bucket = constIndex(nb, l, 0);
+        for (int64_t kk = 1; kk < numBuckets; ++kk) {
+          Value kkIndex = constIndex(nb, l, kk);
+          Value reached = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle,
+                                                tensor::ExtractOp::create(nb, l, lay.firstTable, kkIndex), j);
+          bucket = arith::SelectOp::create(nb, l, reached, kkIndex, bucket);
+        }
+        Value bucket64 = arith::IndexCastOp::create(nb, l, i64, bucket);
+        Value r = arith::SubIOp::create(nb, l, j, tensor::ExtractOp::create(nb, l, lay.firstTable, bucket));
+        auto prefix = [&](OpBuilder &sb, Location sl, Value c) -> Value {
+          return tensor::ExtractOp::create(sb, sl, chunkFirst, ValueRange{c, bucket});
+        };
+        Value c = searchLast(nb, l, constIndex(nb, l, 0), arith::SubIOp::create(nb, l, chunks, constIndex(nb, l, 1)),
+                             [&](OpBuilder &sb, Location sl, Value mid) -> Value {
+                               return arith::CmpIOp::create(sb, sl, arith::CmpIPredicate::sle, prefix(sb, sl, mid), r);
+                             });
+        Value want = arith::SubIOp::create(nb, l, r, prefix(nb, l, c));
+        Value from = chunkStart(nb, l, c);
+        Value to = arith::MinUIOp::create(nb, l, arith::AddIOp::create(nb, l, from, chunk), numItems);
+        // Carries (items of the bucket seen, the item found).
+        return forLoop(nb, l, from, to, {zero(nb, l), zero(nb, l)},
+                       [&](OpBuilder &lb, Location ll, Value i, ValueRange acc) {
+                         Value hit = inBucket(lb, ll, i, bucket64);
+                         Value isWanted = arith::AndIOp::create(
+                             lb, ll, hit, arith::CmpIOp::create(lb, ll, arith::CmpIPredicate::eq, acc[0], want));
+                         Value i64Item = arith::IndexCastOp::create(lb, ll, i64, i);
+                         return SmallVector<Value>{
+                             arith::AddIOp::create(lb, ll, acc[0], arith::ExtUIOp::create(lb, ll, i64, hit)),
+                             arith::SelectOp::create(lb, ll, isWanted, i64Item, acc[1])};
+                       })[1];
       });
   return lay;
 }

@@ -1,9 +1,13 @@
 // RUN: ragged-opt %s --split-input-file --convert-ragged-to-linalg="attention-buckets=3" | FileCheck %s --implicit-check-not=ragged.
 
 // Attention by length buckets: bucket sizes sqrt(2) apart, ceil(maxL / 2),
-// ceil(maxL / sqrt(2)) (in 2^-30 fixed point) and maxL; each item's bucket
-// and the bucket counts (read on the host: they size the blocks); each
-// item's rank and first output-slab row, and the item at each rank. Then per bucket: one gather of its [n, S, H, d] blocks of q,
+// ceil(maxL / sqrt(2)) (in 2^-30 fixed point) and maxL; each item's bucket;
+// a stable counting sort of the items by bucket in two levels (the items of
+// each bucket per chunk of 64 items, their prefix over the chunks, whose
+// last row is the bucket counts the host reads to size the blocks); each
+// item's first output-slab row (its chunk's prefix plus a walk within the
+// chunk), and the item at each rank (a binary search over the chunks'
+// prefixes, then a walk). Then per bucket: one gather of its [n, S, H, d] blocks of q,
 // k and v and its [n, S] key mask; the scores [n, H, S, S] as a contraction
 // reading the blocks in place (loops item, head, query, key, head column);
 // the masked max, exp and sum over the keys; weights x values as a second
@@ -25,13 +29,23 @@
 // CHECK:         arith.ceildivui {{.*}}, %c1073741824
 // CHECK-NOT:     arith.ceildivui
 // CHECK:         %[[BUCKET:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]}
-// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[BUCKET]] : tensor<?xi64>) outs({{.*}} : tensor<3xi64>)
+// CHECK:         %[[CHUNKS:.*]] = arith.ceildivui %{{.*}}, %c64
+// CHECK:         %[[PER:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs({{.*}} : tensor<?x3xi64>)
+// CHECK:           scf.for
+// CHECK:             tensor.extract %[[BUCKET]]
+// CHECK:         %[[FIRST:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs({{.*}} : tensor<?x3xi64>)
+// CHECK:           scf.for
+// CHECK:             tensor.extract %[[PER]]
+// CHECK-COUNT-3: tensor.extract %[[FIRST]][%[[CHUNKS]], %{{.*}}]
 // CHECK-COUNT-3: tensor.from_elements {{.*}} : tensor<3xi64>
-// CHECK:         %[[RANK:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]} ins(%[[BUCKET]]
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel"]} ins(%[[BUCKET]]
 // CHECK:           scf.for
-// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel"]} ins(%[[BUCKET]], %[[RANK]]
+// CHECK:           tensor.extract %[[FIRST]]
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel"]} outs
+// CHECK:           scf.while
+// CHECK:             tensor.extract %[[FIRST]]
 // CHECK:           scf.for
+// CHECK:             tensor.extract %[[BUCKET]]
 // CHECK:         %[[BLOCKS:.*]]:3 = linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>)
 // CHECK:         %[[MASK:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x?xi1>)
 // CHECK:         %[[SCORES:.*]] = linalg.generic {indexing_maps = [#[[Q5]], #[[K5]], #[[S5]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[BLOCKS]]#0, %[[BLOCKS]]#1 : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>) outs({{.*}} : tensor<?x2x?x?xf32>)
@@ -82,8 +96,8 @@ func.func @self_attention(%x: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tens
 // bucket counts before it queues any of that work, rather than splitting it
 // into a submission before the read and one after.
 // CHECK-LABEL: func.func @schedule_first
-// CHECK-COUNT-2: arith.ceildivui
-// CHECK:         linalg.generic {{.*}}outs({{.*}} : tensor<3xi64>)
+// CHECK-COUNT-2: arith.ceildivui {{.*}}, %c1073741824
+// CHECK:         linalg.generic {{.*}}outs({{.*}} : tensor<?x3xi64>)
 // CHECK:         linalg.map { math.exp }
 func.func @schedule_first(%values: tensor<?x2x4xf32>, %offsets: tensor<?xi64>) -> tensor<?x2x4xf32> {
   %c0 = arith.constant 0 : index

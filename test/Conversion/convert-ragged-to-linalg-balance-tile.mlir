@@ -16,6 +16,13 @@
 // CHECK-DAG:   #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-LABEL: func.func @sum
 // CHECK-SAME:    (%[[V:.*]]: tensor<?x8xf32>, %[[O:.*]]: tensor<?xi64>) -> tensor<?x8xf32>
+// CHECK:         linalg.generic
+// CHECK:           scf.for
+// CHECK:             tensor.extract %[[O]]
+// CHECK:             tensor.extract %[[O]]
+// CHECK:             arith.subi
+// CHECK:             arith.ceildivsi
+// CHECK:         linalg.generic
 // CHECK:         %[[TOFF:.*]] = linalg.generic
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[O]]

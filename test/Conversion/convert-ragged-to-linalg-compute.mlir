@@ -284,7 +284,7 @@ func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L],
 
 // Attention scores [B, L(b), L(b), H]: L(b) groups of L(b) rows per item.
 // The row offsets (L^2 per item) and group counts (L per item) are prefix
-// sums; one generic turns them into a table of group row offsets (finding
+// sums (two-level scans); one generic turns them into a table of group row offsets (finding
 // each group's item by binary search), and the same generics as above
 // follow over that table.
 // CHECK-DAG:   #[[ID1:.*]] = affine_map<(d0) -> (d0)>
@@ -293,10 +293,18 @@ func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L],
 // CHECK-SAME:    (%[[V:[^:]*]]: tensor<?x4xf32>, %[[O:[^:]*]]: tensor<?xi64>)
 // CHECK-SAME:    -> (tensor<?x4xf32>, tensor<?xi64>)
 // CHECK:         %[[SQ:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
+// CHECK:         linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
+// CHECK:           scf.for
+// CHECK:             tensor.extract %[[SQ]]
+// CHECK:         linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
 // CHECK:         %[[ROWS:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[SQ]]
 // CHECK:         %[[CNT:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
+// CHECK:         linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
+// CHECK:           scf.for
+// CHECK:             tensor.extract %[[CNT]]
+// CHECK:         linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
 // CHECK:         %[[GROUPS:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[CNT]]
@@ -493,9 +501,17 @@ func.func @concat(%a: !ragged.tensor<?, [L1], 8, f32>, %b: !ragged.tensor<?, [L2
 // CHECK:         linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%[[BOTH]] : tensor<?xi64>)
 // CHECK:           arith.cmpi sge
 // CHECK:         cf.assert %{{.*}}, "ragged.split: lengths must lie in [0, L(b)]"
+// CHECK:         linalg.generic
+// CHECK:           scf.for
+// CHECK:             tensor.extract %[[N]]
+// CHECK:         linalg.generic
 // CHECK:         %[[HO:.*]] = linalg.generic
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[N]]
+// CHECK:         linalg.generic
+// CHECK:           scf.for
+// CHECK:             tensor.extract %[[TAILLEN]]
+// CHECK:         linalg.generic
 // CHECK:         %[[TO:.*]] = linalg.generic
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[TAILLEN]]

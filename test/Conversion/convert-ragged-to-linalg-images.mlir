@@ -5,7 +5,7 @@
 // window from the partitions; the work is a fixed number of generics over
 // the real output pixels.
 
-// A strided convolution: new height and width offsets (one scan each),
+// A strided convolution: new height and width offsets (one two-level scan each),
 // the output row offsets, the image of every output pixel, the windows
 // gathered into [pixels, KH, KW, Cin], the bias broadcast into the
 // accumulator, and one GEMM on [pixels, KH * KW * Cin] x [KH * KW * Cin, Cout].
@@ -13,8 +13,14 @@
 // CHECK-SAME:    (%[[V:[^:]*]]: tensor<?x3xf32>, %[[H:[^:]*]]: tensor<?xi64>, %[[W:[^:]*]]: tensor<?xi64>,
 // CHECK-SAME:     %[[K:[^:]*]]: tensor<3x3x3x8xf32>, %[[B:[^:]*]]: tensor<8xf32>)
 // CHECK-SAME:    -> (tensor<?x8xf32>, tensor<?xi64>, tensor<?xi64>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:           arith.floordivsi
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:         %[[HO:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:           arith.floordivsi
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:           arith.floordivsi
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:         %[[WO:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:           arith.floordivsi
 // CHECK:         %[[WIN:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel"]{{.*}} outs(%{{.*}} : tensor<?x3x3x3xf32>)
@@ -97,7 +103,7 @@ func.func @mean_pool(%x: !ragged.tensor<?, [H], [W], 4, f32>) -> !ragged.tensor<
 // -----
 
 // Flatten moves no data: the values pass through and the new partition is
-// the prefix sum of H(b) * W(b).
+// the prefix sum of H(b) * W(b) (a two-level scan).
 // CHECK-LABEL: func.func @flatten
 // CHECK-SAME:    (%[[V:[^:]*]]: tensor<?x8xf32>, %[[H:[^:]*]]: tensor<?xi64>, %[[W:[^:]*]]: tensor<?xi64>)
 // CHECK-SAME:    -> (tensor<?x8xf32>, tensor<?xi64>)
@@ -105,6 +111,9 @@ func.func @mean_pool(%x: !ragged.tensor<?, [H], [W], 4, f32>) -> !ragged.tensor<
 // CHECK:           tensor.extract %[[H]]
 // CHECK:           tensor.extract %[[W]]
 // CHECK:           arith.muli
+// CHECK:         linalg.generic
+// CHECK:           scf.for
+// CHECK:         linalg.generic
 // CHECK:         %[[ROWS:.*]] = linalg.generic
 // CHECK:           scf.for
 // CHECK:         return %[[V]], %[[ROWS]]

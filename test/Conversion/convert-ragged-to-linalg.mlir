@@ -168,7 +168,14 @@ func.func @to_padded_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) -> tenso
 // CHECK:         %[[COUNT:.*]] = arith.cmpi eq
 // CHECK:         %[[BOTH:.*]] = arith.andi %[[OK]], %[[COUNT]] : i1
 // CHECK:         %[[COND:.*]] = arith.andi %{{.*}}, %[[BOTH]] : i1
+// The offsets are a two-level scan of the lengths: sums of chunks of 64,
+// their prefix, then each entry from its chunk's prefix.
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel"]} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:           scf.for
+// CHECK:             tensor.extract %[[LEN]]
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel"]} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:         %[[OFFS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:           arith.divui
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[LEN]]
 // CHECK:         cf.assert %[[COND]], "ragged.from_padded: lengths must have one entry per padded item and lie in [0, padded extent]"

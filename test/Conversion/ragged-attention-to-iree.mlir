@@ -24,7 +24,7 @@
 // CHECK-DAG: #[[V1:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
 // CHECK-DAG: #[[O1:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
 // CHECK-LABEL: func.func @attention
-// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins({{.*}} : tensor<?xi64>) outs({{.*}} : tensor<13xi64>)
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs({{.*}} : tensor<?x13xi64>)
 // CHECK:         %[[SLOTS:.*]]:2 = linalg.generic {{.*}}outs({{.*}} : tensor<?x16xi64>, tensor<?x16xi1>)
 // CHECK:         %[[ROWS:.*]] = tensor.collapse_shape %[[SLOTS]]#0 {{\[}}[0, 1]] : tensor<?x16xi64> into tensor<?xi64>
 // CHECK:         %[[QG:.*]] = "iree_linalg_ext.gather"(%{{.*}}, %[[ROWS]], %{{.*}}) {dimension_map = array<i64: 0>} : (tensor<?x2x4xf32>, tensor<?xi64>, tensor<?x2x4xf32>) -> tensor<?x2x4xf32>

@@ -46,7 +46,11 @@ def draw_lengths(
 
 #: The random set every ``lengths``-parametrized test also runs on.
 RANDOM_LENGTHS = draw_lengths(np.random.default_rng(20240611), batch=6, max_len=11)
-ALL_LENGTH_SETS = {**LENGTH_SETS, "random": RANDOM_LENGTHS}
+#: Enough items that every scan over items crosses several of its chunks
+#: (the lowering's prefix sums and the attention schedule's sort work in
+#: chunks of 64 items).
+MANY_LENGTHS = draw_lengths(np.random.default_rng(20261203), batch=200, max_len=9)
+ALL_LENGTH_SETS = {**LENGTH_SETS, "random": RANDOM_LENGTHS, "many_items": MANY_LENGTHS}
 
 
 def pytest_generate_tests(metafunc):

@@ -765,6 +765,22 @@ def test_attention_with_shared_operands(attn_lowered, rng, ragged, lowering, sha
     assert_ragged_close(module.memory(x, m), ref, lengths, **EXP_TOL)
 
 
+@pytest.mark.parametrize("lowering", ["linalg_buckets", "iree_ladder"])
+def test_attention_buckets_interleaved_over_many_items(attn_lowered, rng, ragged, lowering):
+    """Several hundred items whose buckets interleave, empty ones among them:
+    the schedule sorts items by bucket in chunks of 64, so every item's slab
+    row and the item at every rank cross chunk boundaries."""
+    module = attn_lowered(lowering, "h2d4")
+    lengths = [int(x) for x in rng.choice([0, 1, 2, 5, 9, 17, 33, 70], size=333)]
+    q, qs = ragged(rng, lengths, (2, 4), -2, 2)
+    k, ks = ragged(rng, lengths, (2, 4), -2, 2)
+    v, vs = ragged(rng, lengths, (2, 4))
+    ref = [
+        ref_attention_dense(a, c, e, 0.35, True) for a, c, e in zip(f64(qs), f64(ks), f64(vs), strict=True)
+    ]
+    assert_ragged_close(module.att_causal(q, k, v), ref, lengths, **EXP_TOL)
+
+
 # --------------------------------------------------------------------------
 # 5. gather, concat, split
 # --------------------------------------------------------------------------
