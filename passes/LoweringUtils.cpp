@@ -179,46 +179,63 @@ Value lowering::exclusivePrefixSum(OpBuilder &b, Location loc, Value sizes) {
                             });
 }
 
+std::pair<Value, Value> lowering::scanChunk(OpBuilder &b, Location loc, Value c, Value n) {
+  Value chunk = constIndex(b, loc, kScanChunk);
+  Value first = arith::MulIOp::create(b, loc, c, chunk);
+  return {first, arith::MinUIOp::create(b, loc, arith::AddIOp::create(b, loc, first, chunk), n)};
+}
+
+Value lowering::numScanChunks(OpBuilder &b, Location loc, Value n) {
+  return arith::CeilDivUIOp::create(b, loc, n, constIndex(b, loc, kScanChunk));
+}
+
+static Value sumTerms(OpBuilder &b, Location loc, Value lo, Value hi, Value init,
+                      function_ref<Value(OpBuilder &, Location, Value)> term) {
+  return forLoop(b, loc, lo, hi, init, [&](OpBuilder &lb, Location l, Value j, ValueRange acc) {
+    return SmallVector<Value>{arith::AddIOp::create(lb, l, acc[0], term(lb, l, j))};
+  })[0];
+}
+
+Value lowering::chunkPrefix(OpBuilder &b, Location loc, Value n, int64_t columns,
+                            function_ref<Value(OpBuilder &, Location, Value, Value)> term) {
+  // Two parallel dispatches: the chunk sums, then each row's sum of the
+  // chunk sums before it.
+  Type i64 = b.getI64Type();
+  Value chunks = numScanChunks(b, loc, n);
+  auto zero = [&](OpBuilder &nb, Location l) -> Value { return arith::ConstantIntOp::create(nb, l, i64, 0); };
+  Value sums = parallelGeneric(
+      b, loc, emptyTensor(b, loc, {ShapedType::kDynamic, columns}, i64, {chunks}), {}, {},
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        auto [first, end] = scanChunk(nb, l, linalg::IndexOp::create(nb, l, 0), n);
+        Value k = linalg::IndexOp::create(nb, l, 1);
+        return sumTerms(nb, l, first, end, zero(nb, l),
+                        [&](OpBuilder &lb, Location ll, Value j) { return term(lb, ll, j, k); });
+      });
+  Value chunks1 = arith::AddIOp::create(b, loc, chunks, constIndex(b, loc, 1));
+  return parallelGeneric(
+      b, loc, emptyTensor(b, loc, {ShapedType::kDynamic, columns}, i64, {chunks1}), {}, {},
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        Value k = linalg::IndexOp::create(nb, l, 1);
+        return sumTerms(nb, l, constIndex(nb, l, 0), linalg::IndexOp::create(nb, l, 0), zero(nb, l),
+                        [&](OpBuilder &lb, Location ll, Value c) -> Value {
+                          return tensor::ExtractOp::create(lb, ll, sums, ValueRange{c, k});
+                        });
+      });
+}
+
 Value lowering::exclusivePrefixSum(OpBuilder &b, Location loc, Value n,
                                    function_ref<Value(OpBuilder &, Location, Value)> term) {
-  // out[i] = sum(term(0..i-1)) in two levels, each one parallel dispatch:
-  // the sums of chunks of kChunk terms, their exclusive prefix (each chunk
-  // looping over the chunks before it), then each output adds the terms of
-  // its own chunk before it to its chunk's prefix. O(n kChunk + (n /
-  // kChunk)^2) work, where one loop per output was O(n^2).
-  constexpr int64_t kChunk = 64;
-  Type i64 = b.getI64Type();
-  Value chunk = constIndex(b, loc, kChunk);
-  Value chunks = arith::CeilDivUIOp::create(b, loc, n, chunk);
-  auto sumTerms = [&](OpBuilder &nb, Location l, Value lo, Value hi, Value init) -> Value {
-    return forLoop(nb, l, lo, hi, init, [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
-      return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], term(lb, ll, j))};
-    })[0];
-  };
-  auto zero = [&](OpBuilder &nb, Location l) -> Value { return arith::ConstantIntOp::create(nb, l, i64, 0); };
-  Value sums = parallelGeneric(b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {chunks}), {}, {},
-                               [&](OpBuilder &nb, Location l, ValueRange) {
-                                 Value lo = arith::MulIOp::create(nb, l, linalg::IndexOp::create(nb, l, 0), chunk);
-                                 Value hi = arith::MinUIOp::create(nb, l, arith::AddIOp::create(nb, l, lo, chunk), n);
-                                 return sumTerms(nb, l, lo, hi, zero(nb, l));
-                               });
-  Value chunks1 = arith::AddIOp::create(b, loc, chunks, constIndex(b, loc, 1));
-  Value starts = parallelGeneric(
-      b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {chunks1}), {}, {},
-      [&](OpBuilder &nb, Location l, ValueRange) {
-        return forLoop(nb, l, constIndex(nb, l, 0), linalg::IndexOp::create(nb, l, 0), zero(nb, l),
-                       [&](OpBuilder &lb, Location ll, Value c, ValueRange acc) {
-                         return SmallVector<Value>{
-                             arith::AddIOp::create(lb, ll, acc[0], tensor::ExtractOp::create(lb, ll, sums, c))};
-                       })[0];
-      });
+  // out[i] = sum(term(0..i-1)): each output adds the terms of its own chunk
+  // before it to its chunk's prefix. O(n kScanChunk + (n / kScanChunk)^2)
+  // work, where one loop per output was O(n^2).
+  Value starts = chunkPrefix(b, loc, n, 1, [&](OpBuilder &nb, Location l, Value j, Value) { return term(nb, l, j); });
   Value n1 = arith::AddIOp::create(b, loc, n, constIndex(b, loc, 1));
-  return parallelGeneric(b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {n1}), {}, {},
+  return parallelGeneric(b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, b.getI64Type(), {n1}), {}, {},
                          [&](OpBuilder &nb, Location l, ValueRange) {
                            Value i = linalg::IndexOp::create(nb, l, 0);
-                           Value c = arith::DivUIOp::create(nb, l, i, chunk);
-                           Value base = tensor::ExtractOp::create(nb, l, starts, c);
-                           return sumTerms(nb, l, arith::MulIOp::create(nb, l, c, chunk), i, base);
+                           Value c = arith::DivUIOp::create(nb, l, i, constIndex(nb, l, kScanChunk));
+                           Value base = tensor::ExtractOp::create(nb, l, starts, ValueRange{c, constIndex(nb, l, 0)});
+                           return sumTerms(nb, l, scanChunk(nb, l, c, n).first, i, base, term);
                          });
 }
 

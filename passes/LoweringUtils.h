@@ -56,6 +56,19 @@ Value findSegment(OpBuilder &b, Location loc, Value offsets, Value row);
 /// Read it with tensor.extract in a per-element generic: as an input, IREE
 /// would fuse the search into (and repeat it for) every element of the row.
 Value segmentOfRows(OpBuilder &b, Location loc, Value offsets, Value rows);
+/// Scans over items run in chunks of this many items: the sums of each
+/// chunk, their prefix over the chunks, then a walk within one chunk.
+constexpr int64_t kScanChunk = 64;
+/// Items [first, end) of chunk `c` of `n` items.
+std::pair<Value, Value> scanChunk(OpBuilder &b, Location loc, Value c, Value n);
+/// Number of chunks of `n` items.
+Value numScanChunks(OpBuilder &b, Location loc, Value n);
+/// For each of `columns` columns, the exclusive prefix over chunks of the
+/// column's chunk sums, `[chunks + 1, columns]` i64: row c holds the sum of
+/// `term(j, k)` (i64) over the items j before chunk c; the last row holds
+/// the column totals. O(n columns kScanChunk + chunks^2 columns).
+Value chunkPrefix(OpBuilder &b, Location loc, Value n, int64_t columns,
+                  function_ref<Value(OpBuilder &, Location, Value j, Value k)> term);
 /// Exclusive prefix sum of an i64 `[n]` tensor, as an `[n + 1]` tensor.
 Value exclusivePrefixSum(OpBuilder &b, Location loc, Value sizes);
 /// Exclusive prefix sum of the i64 terms `term(j)`, j in [0, n), as an

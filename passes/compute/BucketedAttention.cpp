@@ -38,7 +38,6 @@ struct Layout {
 };
 
 Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> sizes) {
-  MLIRContext *ctx = b.getContext();
   Type i64 = b.getI64Type();
   int64_t numBuckets = sizes.size();
   Value numItems = dimOf(b, loc, lo, 0);
@@ -57,46 +56,21 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
     return arith::IndexCastOp::create(nb, l, nb.getI64Type(), bucket);
   });
   // A stable counting sort of the non-empty items by bucket, in two levels
-  // so that no work is quadratic in the batch: the items of each bucket in
-  // each chunk of kChunk items, their exclusive prefix over the chunks
-  // ([chunks + 1, K]; its last row is the items per bucket), then every rank
-  // and every item at a rank from its chunk's prefix and a walk within the
-  // chunk. O(n (kChunk + K) + (n / kChunk)^2 K).
-  constexpr int64_t kChunk = 64;
-  Value chunk = constIndex(b, loc, kChunk);
-  Value chunks = arith::CeilDivUIOp::create(b, loc, numItems, chunk);
-  auto chunkStart = [&](OpBuilder &nb, Location l, Value c) -> Value { return arith::MulIOp::create(nb, l, c, chunk); };
+  // so that no work is quadratic in the batch: the exclusive prefix over
+  // chunks of each bucket's items per chunk ([chunks + 1, K]; its last row is
+  // the items per bucket), then every rank and every item at a rank from its
+  // chunk's prefix and a walk within the chunk.
+  Value chunks = numScanChunks(b, loc, numItems);
   auto zero = [&](OpBuilder &nb, Location l) -> Value { return arith::ConstantIntOp::create(nb, l, i64, 0); };
   auto inBucket = [&](OpBuilder &nb, Location l, Value j, Value bucket) -> Value {
     return arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, tensor::ExtractOp::create(nb, l, bucketOf, j), bucket);
   };
-  // Items of `bucket` (i64) among items [from, to).
-  auto countIn = [&](OpBuilder &nb, Location l, Value from, Value to, Value bucket) -> Value {
-    return forLoop(nb, l, from, to, {zero(nb, l)}, [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
-      Value one = arith::ExtUIOp::create(lb, ll, i64, inBucket(lb, ll, j, bucket));
-      return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], one)};
-    })[0];
+  auto asI64 = [&](OpBuilder &nb, Location l, Value index) -> Value {
+    return arith::IndexCastOp::create(nb, l, i64, index);
   };
-  auto bucketIndex = [&](OpBuilder &nb, Location l, unsigned dim) -> Value {
-    return arith::IndexCastOp::create(nb, l, i64, linalg::IndexOp::create(nb, l, dim));
-  };
-  Value perChunk = parallelGeneric(b, loc, emptyTensor(b, loc, {ShapedType::kDynamic, numBuckets}, i64, {chunks}), {}, {},
-                                   [&](OpBuilder &nb, Location l, ValueRange) {
-                                     Value from = chunkStart(nb, l, linalg::IndexOp::create(nb, l, 0));
-                                     Value to = arith::MinUIOp::create(nb, l, arith::AddIOp::create(nb, l, from, chunk), numItems);
-                                     return countIn(nb, l, from, to, bucketIndex(nb, l, 1));
-                                   });
-  Value chunks1 = arith::AddIOp::create(b, loc, chunks, constIndex(b, loc, 1));
-  Value chunkFirst = parallelGeneric(
-      b, loc, emptyTensor(b, loc, {ShapedType::kDynamic, numBuckets}, i64, {chunks1}), {}, {},
-      [&](OpBuilder &nb, Location l, ValueRange) {
-        Value kk = linalg::IndexOp::create(nb, l, 1);
-        return forLoop(nb, l, constIndex(nb, l, 0), linalg::IndexOp::create(nb, l, 0), {zero(nb, l)},
-                       [&](OpBuilder &lb, Location ll, Value c, ValueRange acc) {
-                         Value n = tensor::ExtractOp::create(lb, ll, perChunk, ValueRange{c, kk});
-                         return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], n)};
-                       })[0];
-      });
+  Value chunkFirst = chunkPrefix(b, loc, numItems, numBuckets, [&](OpBuilder &nb, Location l, Value j, Value k) -> Value {
+    return arith::ExtUIOp::create(nb, l, i64, inBucket(nb, l, j, asI64(nb, l, k)));
+  });
   // Items per bucket, read on the host: they size the blocks.
   Layout lay;
   lay.sizes.assign(sizes.begin(), sizes.end());
@@ -125,9 +99,14 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
     Value item = linalg::IndexOp::create(nb, l, 0);
     Value empty = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, a[0], zero(nb, l));
     Value bucket = arith::IndexCastOp::create(nb, l, nb.getIndexType(), arith::MaxSIOp::create(nb, l, a[0], zero(nb, l)));
-    Value c = arith::DivUIOp::create(nb, l, item, chunk);
-    Value rank = arith::AddIOp::create(nb, l, tensor::ExtractOp::create(nb, l, chunkFirst, ValueRange{c, bucket}),
-                                       countIn(nb, l, chunkStart(nb, l, c), item, a[0]));
+    Value c = arith::DivUIOp::create(nb, l, item, constIndex(nb, l, kScanChunk));
+    // The bucket's items before this one in its chunk.
+    Value before = forLoop(nb, l, scanChunk(nb, l, c, numItems).first, item, {zero(nb, l)},
+                           [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
+                             Value one = arith::ExtUIOp::create(lb, ll, i64, inBucket(lb, ll, j, a[0]));
+                             return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], one)};
+                           })[0];
+    Value rank = arith::AddIOp::create(nb, l, tensor::ExtractOp::create(nb, l, chunkFirst, ValueRange{c, bucket}), before);
     rank = arith::SelectOp::create(nb, l, empty, zero(nb, l), rank);
     auto at = [&](Value t) { return tensor::ExtractOp::create(nb, l, t, ValueRange{bucket}).getResult(); };
     return arith::AddIOp::create(nb, l, at(lay.baseTable), arith::MulIOp::create(nb, l, rank, at(lay.sizeTable)));
@@ -137,7 +116,7 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
   // last whose prefix is at most that), and a walk within the chunk.
   lay.itemAt = parallelGeneric(
       b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {first}), {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
-        Value j = bucketIndex(nb, l, 0);
+        Value j = asI64(nb, l, linalg::IndexOp::create(nb, l, 0));
         Value bucket = constIndex(nb, l, 0);
         for (int64_t kk = 1; kk < numBuckets; ++kk) {
           Value kkIndex = constIndex(nb, l, kk);
@@ -155,8 +134,7 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
                                return arith::CmpIOp::create(sb, sl, arith::CmpIPredicate::sle, prefix(sb, sl, mid), r);
                              });
         Value want = arith::SubIOp::create(nb, l, r, prefix(nb, l, c));
-        Value from = chunkStart(nb, l, c);
-        Value to = arith::MinUIOp::create(nb, l, arith::AddIOp::create(nb, l, from, chunk), numItems);
+        auto [from, to] = scanChunk(nb, l, c, numItems);
         // Carries (items of the bucket seen, the item found).
         return forLoop(nb, l, from, to, {zero(nb, l), zero(nb, l)},
                        [&](OpBuilder &lb, Location ll, Value i, ValueRange acc) {

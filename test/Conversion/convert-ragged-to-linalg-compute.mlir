@@ -293,18 +293,18 @@ func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L],
 // CHECK-SAME:    (%[[V:[^:]*]]: tensor<?x4xf32>, %[[O:[^:]*]]: tensor<?xi64>)
 // CHECK-SAME:    -> (tensor<?x4xf32>, tensor<?xi64>)
 // CHECK:         %[[SQ:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
-// CHECK:         linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
+// CHECK:         linalg.generic {indexing_maps = [#[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[SQ]]
-// CHECK:         linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
+// CHECK:         linalg.generic {indexing_maps = [#[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK:         %[[ROWS:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[SQ]]
 // CHECK:         %[[CNT:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
-// CHECK:         linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
+// CHECK:         linalg.generic {indexing_maps = [#[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[CNT]]
-// CHECK:         linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
+// CHECK:         linalg.generic {indexing_maps = [#[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK:         %[[GROUPS:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[CNT]]
@@ -357,8 +357,7 @@ func.func @softmax_scores(%x: !ragged.tensor<?, [L], [L], 4, f32>) -> !ragged.te
 // CHECK-SAME:     %[[V:[^:]*]]: tensor<?x2x4xf32>, %[[VO:[^:]*]]: tensor<?xi64>)
 // CHECK-SAME:    -> (tensor<?x2x4xf32>, tensor<?xi64>)
 // Scores.
-// CHECK:         %[[S:.*]] = linalg.generic {indexing_maps = [#[[PAIR]]], iterator_types = ["parallel", "parallel"]}
-// CHECK-SAME:      outs(%{{.*}} : tensor<?x2xf32>)
+// CHECK:         %[[S:.*]] = linalg.generic {indexing_maps = [#[[PAIR]]], iterator_types = ["parallel", "parallel"]} outs(%{{.*}} : tensor<?x2xf32>)
 // CHECK:           scf.while
 // CHECK:           %[[I:.*]] = arith.divui %[[LOCAL:[0-9]+]], %[[LEN:[0-9]+]] : index
 // CHECK-NEXT:      %[[J:.*]] = arith.remui %[[LOCAL]], %[[LEN]] : index

@@ -13,14 +13,14 @@
 // CHECK-SAME:    (%[[V:[^:]*]]: tensor<?x3xf32>, %[[H:[^:]*]]: tensor<?xi64>, %[[W:[^:]*]]: tensor<?xi64>,
 // CHECK-SAME:     %[[K:[^:]*]]: tensor<3x3x3x8xf32>, %[[B:[^:]*]]: tensor<8xf32>)
 // CHECK-SAME:    -> (tensor<?x8xf32>, tensor<?xi64>, tensor<?xi64>)
-// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?x1xi64>)
 // CHECK:           arith.floordivsi
-// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?x1xi64>)
 // CHECK:         %[[HO:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:           arith.floordivsi
-// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?x1xi64>)
 // CHECK:           arith.floordivsi
-// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?x1xi64>)
 // CHECK:         %[[WO:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:           arith.floordivsi
 // CHECK:         %[[WIN:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel"]{{.*}} outs(%{{.*}} : tensor<?x3x3x3xf32>)

@@ -170,10 +170,10 @@ func.func @to_padded_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) -> tenso
 // CHECK:         %[[COND:.*]] = arith.andi %{{.*}}, %[[BOTH]] : i1
 // The offsets are a two-level scan of the lengths: sums of chunks of 64,
 // their prefix, then each entry from its chunk's prefix.
-// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel"]} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs(%{{.*}} : tensor<?x1xi64>)
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[LEN]]
-// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel"]} outs(%{{.*}} : tensor<?xi64>)
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs(%{{.*}} : tensor<?x1xi64>)
 // CHECK:         %[[OFFS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:           arith.divui
 // CHECK:           scf.for
