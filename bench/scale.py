@@ -79,7 +79,7 @@ def python_calls(fn) -> int:
 
 
 def reps_for(tokens: int) -> int:
-    return max(1, min(7, 60_000 // max(tokens, 1)))
+    return max(3, min(7, 60_000 // max(tokens, 1)))
 
 
 class Layer:

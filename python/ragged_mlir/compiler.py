@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .array import RaggedArray, _rows, check_offsets
+from .host_memory import warm_calls
 
 __all__ = [
     "CompileError",
@@ -711,11 +712,15 @@ class CompiledModule:
             ctx.add_vm_module(rt.create_io_parameters_module(config.vm_instance, provider))
         ctx.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, self.vmfb))
         host = HostImporter(config.device) if self.driver.startswith("local") else None
+        entries = {name: getattr(ctx.modules.module, name) for name in self.signatures}
+        if host is not None:
+            entries = {name: warm_calls(fn) for name, fn in entries.items()}
         self._loaded = {
             "ctx": ctx,
             "host": host,
+            "entries": entries,
             "functions": {
-                name: CompiledFunction(name, sig, getattr(ctx.modules.module, name), host)
+                name: CompiledFunction(name, sig, entries[name], host)
                 for name, sig in self.signatures.items()
             },
         }
@@ -739,7 +744,9 @@ class CompiledModule:
         offsets..., arrays, scalars) without checks, for callers that already
         validated them; arrays go in without a copy on CPU devices."""
         loaded = self._load()
-        fn = getattr(loaded["ctx"].modules.module, name)
+        if name not in loaded["entries"]:
+            raise AttributeError(f"no function {name!r}; this module has {sorted(self.signatures)}")
+        fn = loaded["entries"][name]
         host = loaded["host"]
         if host is None:
             return fn

@@ -1,0 +1,97 @@
+"""Warm host memory for compiled calls on CPU devices.
+
+IREE's CPU runtime takes each call's transient memory (one block for all of
+a call's intermediates: about 28 KiB per token for an encoder layer) and
+its results from ``malloc``. glibc serves blocks over 32 MiB with fresh
+``mmap`` pages and unmaps them on ``free``, so every call of a large batch
+pays the kernel to zero-fill and map its whole working set again: at 180k
+tokens that was a third of the call (8 page faults per token), and the
+reason the time per token grew with the batch.
+
+While a compiled function runs, :func:`warm_calls` has glibc serve large
+blocks from its heap instead, and the heap keeps what is freed, so the next
+call finds its pages mapped. Two process-wide settings come with it, made
+once: the heap is never trimmed, and blocks up to 32 MiB come from the heap
+(the threshold glibc itself climbs to once large blocks are freed; setting
+any option stops that adjustment). The memory a large batch used stays
+with the process, as with a caching allocator; ``malloc_trim(0)`` hands it
+back.
+
+``RAGGED_HOST_MEMORY=system`` leaves glibc's settings alone. Other C
+libraries are left alone too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import threading
+
+__all__ = ["warm_calls"]
+
+# mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_M_MMAP_MAX = -4
+# glibc's defaults: at most this many mmap'd blocks, and the ceiling of the
+# dynamic mmap threshold on 64-bit hosts (DEFAULT_MMAP_THRESHOLD_MAX).
+_MMAP_MAX_DEFAULT = 65536
+_MMAP_THRESHOLD_CEILING = 32 << 20
+
+
+class _Glibc:
+    def __init__(self):
+        self.mallopt = None
+        if os.environ.get("RAGGED_HOST_MEMORY", "warm") == "system":
+            return
+        try:
+            libc = ctypes.CDLL(None)
+            libc.gnu_get_libc_version  # noqa: B018  (glibc only: mallopt's options differ elsewhere)
+            self.mallopt = libc.mallopt
+        except (OSError, AttributeError):
+            return
+        self.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        self.mallopt.restype = ctypes.c_int
+        self._lock = threading.Lock()
+        self._active = 0
+        # -1 turns trimming off (mallopt(3)).
+        self.mallopt(_M_TRIM_THRESHOLD, -1)
+        self.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_CEILING)
+
+    @contextlib.contextmanager
+    def heap_only(self):
+        if self.mallopt is None:
+            yield
+            return
+        with self._lock:
+            if self._active == 0:
+                self.mallopt(_M_MMAP_MAX, 0)
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._active -= 1
+                if self._active == 0:
+                    self.mallopt(_M_MMAP_MAX, _MMAP_MAX_DEFAULT)
+
+
+_glibc: _Glibc | None = None
+_init_lock = threading.Lock()
+
+
+def warm_calls(fn):
+    """``fn`` (an IREE function on a CPU device) with its allocations served
+    from glibc's heap, which keeps them for the next call."""
+    global _glibc
+    with _init_lock:
+        if _glibc is None:
+            _glibc = _Glibc()
+    heap_only = _glibc.heap_only
+
+    def call(*args):
+        with heap_only():
+            return fn(*args)
+
+    return call
