@@ -89,10 +89,11 @@ func.func @sum(%x: !ragged.tensor<?, [L], 8, f32>) -> tensor<?x8xf32> {
 // CHECK:             arith.addf
 // CHECK:           tensor.extract %[[MAX]]
 // CHECK:           math.log
-// CHECK:         %[[R:.*]] = linalg.generic {{.*}} ins(%[[V]] : tensor<?x8xf32>)
+// CHECK:         %[[R:.*]] = linalg.generic {{.*}} ins(%[[V]], %{{.*}} : tensor<?x8xf32>, tensor<?xi64>)
 // CHECK:           tensor.extract %[[LSE]]
 // CHECK:           arith.subf
 // CHECK:           math.exp
+// CHECK:           arith.select
 // CHECK:         return %[[R]], %[[O]]
 func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L], 8, f32> {
   %y = ragged.softmax %x : !ragged.tensor<?, [L], 8, f32>

@@ -239,11 +239,14 @@ func.func @broadcast(%p: tensor<?x8xf32>, %x: !ragged.tensor<?, [L], 8, f32>) ->
 // ragged.softmax
 //===----------------------------------------------------------------------===//
 
-// [B, L(b), D]: the groups are the segments. Three generics: the max per
-// [segment, D], then lse = max + log(sum(exp(x - max))), then one over every
-// real element that finds its segment by binary search (scf.while) and
-// returns exp(x - lse).
+// [B, L(b), D]: the groups are the segments. The max per [segment, D],
+// then lse = max + log(sum(exp(x - max))), a table of each row's segment
+// (binary search, scf.while; one entry longer than the rows), then one
+// generic over every real element returning exp(x - lse). That generic also
+// reads the table's first `rows` entries per row, so IREE keeps (row, D)
+// apart.
 // CHECK-DAG:   #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG:   #[[ROW:.*]] = affine_map<(d0, d1) -> (d0)>
 // CHECK-LABEL: func.func @softmax
 // CHECK-SAME:    (%[[V:[^:]*]]: tensor<?x8xf32>, %[[O:[^:]*]]: tensor<?xi64>)
 // CHECK-SAME:    -> (tensor<?x8xf32>, tensor<?xi64>)
@@ -266,14 +269,18 @@ func.func @broadcast(%p: tensor<?x8xf32>, %x: !ragged.tensor<?, [L], 8, f32>) ->
 // CHECK:         %[[GROUP:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:           scf.while
 // CHECK:             tensor.extract %[[O]]
-// CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
-// CHECK-SAME:      ins(%[[V]] : tensor<?x8xf32>)
+// CHECK:         %[[HEAD:.*]] = tensor.extract_slice %[[GROUP]][0] [%{{.*}}] [1] : tensor<?xi64> to tensor<?xi64>
+// CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK-SAME:      ins(%[[V]], %[[HEAD]] : tensor<?x8xf32>, tensor<?xi64>)
+// CHECK-NEXT:    ^bb0(%[[X:.*]]: f32, %[[ENTRY:.*]]: i64, %{{.*}}: f32):
 // CHECK:           %[[G64:.*]] = tensor.extract %[[GROUP]]
 // CHECK:           %[[SEG:.*]] = arith.index_cast %[[G64]] : i64 to index
 // CHECK:           %[[L:.*]] = tensor.extract %[[LSE]][%[[SEG]], %{{.*}}] : tensor<?x8xf32>
-// CHECK-NEXT:      %[[C:.*]] = arith.subf %{{.*}}, %[[L]] : f32
+// CHECK-NEXT:      %[[C:.*]] = arith.subf %[[X]], %[[L]] : f32
 // CHECK-NEXT:      %[[E:.*]] = math.exp %[[C]] : f32
-// CHECK-NEXT:      linalg.yield %[[E]] : f32
+// CHECK:           %[[OK:.*]] = arith.cmpi sge, %[[ENTRY]], %{{.*}} : i64
+// CHECK:           %[[Y:.*]] = arith.select %[[OK]], %[[E]], %{{.*}} : f32
+// CHECK-NEXT:      linalg.yield %[[Y]] : f32
 // CHECK:         return %[[R]], %[[O]] : tensor<?x8xf32>, tensor<?xi64>
 func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L], 8, f32> {
   %y = ragged.softmax %x : !ragged.tensor<?, [L], 8, f32>
@@ -327,12 +334,14 @@ func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L],
 // CHECK:         %[[GROUP:.*]] = linalg.generic {indexing_maps = [#[[ID1]]], iterator_types = ["parallel"]}
 // CHECK:           scf.while
 // CHECK:             tensor.extract %[[GROWS]]
-// CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
-// CHECK-SAME:      ins(%[[V]] : tensor<?x4xf32>)
+// CHECK:         %[[HEAD:.*]] = tensor.extract_slice %[[GROUP]]
+// CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[ID]], #{{.*}}, #[[ID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK-SAME:      ins(%[[V]], %[[HEAD]] : tensor<?x4xf32>, tensor<?xi64>)
 // CHECK:           tensor.extract %[[GROUP]]
 // CHECK:           tensor.extract %[[LSE]]
 // CHECK-NEXT:      arith.subf
 // CHECK-NEXT:      math.exp
+// CHECK:           arith.select
 // CHECK:         return %[[R]], %[[O]] : tensor<?x4xf32>, tensor<?xi64>
 func.func @softmax_scores(%x: !ragged.tensor<?, [L], [L], 4, f32>) -> !ragged.tensor<?, [L], [L], 4, f32> {
   %y = ragged.softmax %x : !ragged.tensor<?, [L], [L], 4, f32>
@@ -382,7 +391,7 @@ func.func @softmax_scores(%x: !ragged.tensor<?, [L], [L], 4, f32>) -> !ragged.te
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?xi64>)
 // CHECK:           scf.while
 // CHECK:         %[[P:.*]] = linalg.generic
-// CHECK-SAME:      ins(%[[S]] : tensor<?x2xf32>)
+// CHECK-SAME:      ins(%[[S]], %{{.*}} : tensor<?x2xf32>, tensor<?xi64>)
 // CHECK:           tensor.extract %[[LSE]]
 // CHECK:           math.exp
 // Apply: one generic over the output rows, an scf.for over the item's keys.
