@@ -14,6 +14,22 @@
 
 namespace mlir::ragged {
 
+// Defaults of the lowering's options, shared by its pass, its pipeline and
+// (checked by a test) the Python compile options.
+
+/// Rows per tile of segment reductions and softmax.
+constexpr int64_t kDefaultBalanceTile = 16;
+/// The largest balance tile: its rows are unrolled in the tile kernel.
+constexpr int64_t kMaxBalanceTile = 64;
+
+/// Length buckets of attention (and of its gradient, whatever the option),
+/// sqrt(2) apart: the smallest holds items of up to max L / 181, so one long
+/// item does not pad the short ones towards it.
+constexpr int64_t kDefaultAttentionBuckets = 16;
+/// The most buckets: each one's schedule entries are scalars of the dispatch
+/// that places the items, and IREE's CPU limit is 64 of them.
+constexpr int64_t kMaxAttentionBuckets = 24;
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
@@ -26,23 +42,12 @@ void populateRaggedTypeConversion(TypeConverter &converter);
 void populateRaggedStructureToLinalgPatterns(const TypeConverter &converter,
                                              RewritePatternSet &patterns);
 
-/// The largest balance tile: its rows are unrolled in the tile kernel.
-constexpr int64_t kMaxBalanceTile = 64;
-
-/// Length buckets of attention (and of its gradient, whatever the option),
-/// sqrt(2) apart: the smallest holds items of up to max L / 181, so one long
-/// item does not pad the short ones towards it.
-constexpr int64_t kDefaultAttentionBuckets = 16;
-/// The most buckets: each one's schedule entries are scalars of the dispatch
-/// that places the items, and IREE's CPU limit is 64 of them.
-constexpr int64_t kMaxAttentionBuckets = 24;
-
 /// Choices of the compute lowering.
 struct RaggedLoweringOptions {
   /// When > 0, segment reductions and softmax run over tiles of this many
   /// rows (at most kMaxBalanceTile), so long and short segments give equal
   /// work per unit; 0 loops over each segment's rows.
-  int64_t balanceTile = 16;
+  int64_t balanceTile = kDefaultBalanceTile;
   /// When > 0, attention runs densely per length bucket (that many buckets);
   /// 0 computes exactly sum L(b)^2 scores in segment loops. The gradient
   /// (ragged.attention_grad) always runs by buckets, kDefaultAttentionBuckets

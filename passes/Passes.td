@@ -36,12 +36,13 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"balanceTile", "balance-tile", "int64_t", /*default=*/"16",
+    Option<"balanceTile", "balance-tile", "int64_t", /*default=*/"kDefaultBalanceTile",
            "Reduce segments (ragged.reduce, ragged.softmax) over tiles of N "
            "rows, 1 <= N <= 64, unrolled in the kernel, then combine each "
            "segment's tiles; one long segment and many short ones then give "
            "equal work units (0: one unit per segment, looping over its rows)">,
-    Option<"attentionBuckets", "attention-buckets", "int64_t", /*default=*/"16",
+    Option<"attentionBuckets", "attention-buckets", "int64_t",
+           /*default=*/"kDefaultAttentionBuckets",
            "Run attention densely per length bucket, at most 24 (sizes "
            "maxL/sqrt(2)^k), with at most sqrt(2)x padding per item in all but "
            "the shortest bucket; 0 computes exactly the sum of L(b)^2 scores "

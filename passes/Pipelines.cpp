@@ -19,12 +19,12 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
       *this, "balance-tile",
       llvm::cl::desc("Rows per tile of segment reductions and softmax, at "
                      "most 64 (0: one unit per segment)"),
-      llvm::cl::init(16)};
+      llvm::cl::init(ragged::kDefaultBalanceTile)};
   Option<int64_t> attentionBuckets{
       *this, "attention-buckets",
       llvm::cl::desc("Length buckets of dense attention, sqrt(2) apart, at "
                      "most 24 (0: exact segment loops)"),
-      llvm::cl::init(16)};
+      llvm::cl::init(ragged::kDefaultAttentionBuckets)};
   Option<bool> ireeAttention{
       *this, "iree-attention",
       llvm::cl::desc("Run ragged-attention-to-iree first: f32 attention as "

@@ -109,6 +109,19 @@ def test_gpu_targets_balance_by_default():
             _ = CompileOptions(balance_tile=bad).pipeline
 
 
+def test_python_defaults_are_the_pipelines():
+    # CompileOptions leaves out an option at the pipeline's default, so its
+    # constants must be the ones the pipeline registers (passes/Passes.h).
+    from ragged_mlir import ir, passmanager
+
+    with ir.Context():
+        expanded = str(passmanager.PassManager.parse(ragged_mlir.compiler.PIPELINE))
+    lowering = re.search(r"convert-ragged-to-linalg\{([^}]*)\}", expanded).group(1)
+    options = dict(kv.split("=") for kv in lowering.split())
+    assert int(options["balance-tile"]) == ragged_mlir.compiler.BALANCE_TILE
+    assert int(options["attention-buckets"]) == ragged_mlir.compiler.ATTENTION_BUCKETS
+
+
 def test_cpu_data_tiling_by_default():
     """CPU compiles pack GEMM operands (data tiling) unless the lowering
     marked the module ``ragged.no_data_tiling`` (a contraction IREE 3.13
