@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -131,7 +132,9 @@ def batch_sweep(layer: Layer, batches: list[int], seed: int, peak: float) -> lis
         err = layer.check(items, out, f"B {b}")
         reps = reps_for(tokens)
         with torch.no_grad():
+            cpu0 = resource.getrusage(resource.RUSAGE_SELF)
             ours = timed(lambda: layer.fn(x), reps)
+            cpu1 = resource.getrusage(resource.RUSAGE_SELF)
             loop = timed(lambda: per_item(layer, items), reps)
             calls = python_calls(lambda: layer.fn(x))
         flops = useful_flops("W4", lengths)
@@ -146,6 +149,13 @@ def batch_sweep(layer: Layer, batches: list[int], seed: int, peak: float) -> lis
                 "per_item_ms_per_1k_tokens": round(loop * 1e6 / tokens, 3),
                 "vs_per_item": round(loop / ours, 3),
                 "attainment": round(flops / ours / 1e9 / peak, 3),
+                # CPU time of all threads per call (less sensitive than wall
+                # time to other load on the host), and the kernel's share of
+                # it (page faults).
+                "cpu_ms_per_1k_tokens": round(
+                    (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) / reps * 1e6 / tokens, 3
+                ),
+                "sys_ms_per_1k_tokens": round((cpu1.ru_stime - cpu0.ru_stime) / reps * 1e6 / tokens, 3),
                 "python_calls": calls,
                 "first_call_s": round(first, 2),
                 "compiles": layer.compiled() - before,
@@ -214,12 +224,14 @@ def main(argv=None) -> int:
         rows.append(long_document(layer, args.short_batch, args.long, args.seed, peak))
     batch = [r for r in rows if r["case"] == "batch"]
     print(
-        "\n| B | tokens | ms | ms / 1k tokens | per-item loop ms / 1k | vs per item | attainment | Python calls |"
+        "\n| B | tokens | ms | ms / 1k tokens | CPU ms / 1k (sys) | per-item loop ms / 1k | vs per item "
+        "| attainment | Python calls |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in batch:
         print(
             f"| {r['B']} | {r['tokens']} | {r['ms']} | {r['ms_per_1k_tokens']} | "
+            f"{r['cpu_ms_per_1k_tokens']} ({r['sys_ms_per_1k_tokens']}) | "
             f"{r['per_item_ms_per_1k_tokens']} | {r['vs_per_item']} | {r['attainment']} | {r['python_calls']} |"
         )
     if batch:
@@ -229,6 +241,8 @@ def main(argv=None) -> int:
             f"{max(per_tok) / min(per_tok):.2f} (target <= 1.2); recompiles after the first B: "
             f"{sum(r['compiles'] for r in batch[1:])}"
         )
+        cpu = [r["cpu_ms_per_1k_tokens"] for r in batch]
+        print(f"CPU time per token, largest / smallest: {max(cpu) / min(cpu):.2f}")
     for r in rows:
         if r["case"] == "long document":
             print(

@@ -164,6 +164,25 @@ Value lowering::findSegment(OpBuilder &b, Location loc, Value offsets, Value row
                     });
 }
 
+RowSegments lowering::rowSegments(OpBuilder &b, Location loc, Value offsets, Value rows, unsigned rank) {
+  RowSegments r;
+  r.table = segmentOfRows(b, loc, offsets, arith::AddIOp::create(b, loc, rows, constIndex(b, loc, 1)));
+  r.operand = tensor::ExtractSliceOp::create(b, loc, r.table, ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
+                                             ArrayRef<OpFoldResult>{rows}, ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  r.map = AffineMap::get(rank, 0, b.getAffineDimExpr(0));
+  return r;
+}
+
+Value lowering::RowSegments::at(OpBuilder &b, Location loc, Value row) const { return loadRowEntry(b, loc, table, row); }
+
+Value lowering::RowSegments::keep(OpBuilder &b, Location loc, Value entry, Value v) const {
+  Value some = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, entry,
+                                     arith::ConstantIntOp::create(b, loc, b.getI64Type(), 0));
+  Value zero = isa<FloatType>(v.getType()) ? floatConst(b, loc, v.getType(), 0.0)
+                                           : arith::ConstantOp::create(b, loc, b.getZeroAttr(v.getType())).getResult();
+  return arith::SelectOp::create(b, loc, some, v, zero);
+}
+
 Value lowering::segmentOfRows(OpBuilder &b, Location loc, Value offsets, Value rows) {
   Value init = emptyTensor(b, loc, {ShapedType::kDynamic}, b.getI64Type(), {rows});
   return parallelGeneric(b, loc, init, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {

@@ -56,6 +56,24 @@ Value findSegment(OpBuilder &b, Location loc, Value offsets, Value row);
 /// Read it with tensor.extract in a per-element generic: as an input, IREE
 /// would fuse the search into (and repeat it for) every element of the row.
 Value segmentOfRows(OpBuilder &b, Location loc, Value offsets, Value rows);
+/// The segment of each packed row, for a generic over the rows `[rows, ...]`
+/// that reads per-segment tables. With identity-mapped operands only, IREE
+/// collapses (row, trailing) into one dim and every table read becomes a
+/// per-element gather; `operand` (the first `rows` entries of `table`, one
+/// longer: a slice that is not the whole is not fused) passed with `map`
+/// keeps the dims apart. Read the segment with `at` (uniform across the
+/// trailing dims), and return the body's value through `keep`: IREE erases
+/// an operand its body does not read.
+struct RowSegments {
+  Value table, operand;
+  AffineMap map;
+  /// The segment of row `row` (linalg.index 0), as an index.
+  Value at(OpBuilder &b, Location loc, Value row) const;
+  /// `v`, selected on the row's operand entry: every row has a segment, so
+  /// the select keeps `v`.
+  Value keep(OpBuilder &b, Location loc, Value entry, Value v) const;
+};
+RowSegments rowSegments(OpBuilder &b, Location loc, Value offsets, Value rows, unsigned rank);
 /// Scans over items run in chunks of this many items: the sums of each
 /// chunk, their prefix over the chunks, then a walk within one chunk.
 constexpr int64_t kScanChunk = 64;

@@ -164,35 +164,17 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
     // group: one table read per element.
     Value lse = options.balanceTile > 0 ? logSumExpTiled(rewriter, loc, x.values, groupRows)
                                         : logSumExpPerGroup(rewriter, loc, x.values, groupRows);
-    // The group of each row, read per row as an operand too: with only
-    // identity-mapped operands IREE collapses (row, trailing) into one dim,
-    // and the lse reads become per-element gathers (4x slower at SQuAD v2
-    // lengths). The operand is a slice of a one-longer table (IREE fuses a
-    // whole-table producer into its consumer, repeating the search per
-    // element) and the body reads it (IREE erases an unread operand); the
-    // index itself is read again at linalg.index, uniform across the
-    // trailing dims, so the lse rows load as contiguous vectors.
-    Value rows = dimOf(rewriter, loc, x.values, 0);
-    Value groupOfRow = segmentOfRows(rewriter, loc, groupRows,
-                                     arith::AddIOp::create(rewriter, loc, rows, constIndex(rewriter, loc, 1)));
-    Value rowGroups = tensor::ExtractSliceOp::create(
-        rewriter, loc, groupOfRow, ArrayRef<OpFoldResult>{rewriter.getIndexAttr(0)}, ArrayRef<OpFoldResult>{rows},
-        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)});
     unsigned rank = cast<RankedTensorType>(x.values.getType()).getRank();
+    RowSegments groups = rowSegments(rewriter, loc, groupRows, dimOf(rewriter, loc, x.values, 0), rank);
     AffineMap id = rewriter.getMultiDimIdentityMap(rank);
-    AffineMap perRow = AffineMap::get(rank, 0, rewriter.getAffineDimExpr(0));
     Value out = parallelGeneric(
-        rewriter, loc, emptyLike(rewriter, loc, x.values), {x.values, rowGroups}, {id, perRow},
+        rewriter, loc, emptyLike(rewriter, loc, x.values), {x.values, groups.operand}, {id, groups.map},
         [&](OpBuilder &b, Location l, ValueRange args) {
           SmallVector<Value> idx = loopIndices(b, l, rank);
-          SmallVector<Value> at{loadRowEntry(b, l, groupOfRow, idx[0])};
+          SmallVector<Value> at{groups.at(b, l, idx[0])};
           llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
           Value g = tensor::ExtractOp::create(b, l, lse, at);
-          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, args[0], g));
-          // Every row has a group (entry >= 0): the select keeps e.
-          Value grouped = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, args[1],
-                                                arith::ConstantIntOp::create(b, l, b.getI64Type(), 0));
-          return arith::SelectOp::create(b, l, grouped, e, floatConst(b, l, e.getType(), 0.0));
+          return groups.keep(b, l, args[1], math::ExpOp::create(b, l, arith::SubFOp::create(b, l, args[0], g)));
         });
     rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten(rewriter, loc)});
     return success();

@@ -144,7 +144,7 @@ private:
 };
 
 /// Row r of the result is row segment(r) of the source: one generic over
-/// the packed rows, the segment read from a per-row table (segmentOfRows)
+/// the packed rows, the segment read from a per-row table (rowSegments)
 /// so that each row is one contiguous copy.
 struct BroadcastLowering : OpConversionPattern<BroadcastOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -154,15 +154,15 @@ struct BroadcastLowering : OpConversionPattern<BroadcastOp> {
     Location loc = op.getLoc();
     Packed like = unpack(op.getLike(), adaptor.getLike());
     Value source = adaptor.getSource().front();
-    Value rows = dimOf(rewriter, loc, like.values, 0);
-    Value segmentOf = segmentOfRows(rewriter, loc, like.partitions.front(), rows);
     unsigned rank = cast<RankedTensorType>(like.values.getType()).getRank();
-    Value out = parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, like.values), {}, {},
-                                [&](OpBuilder &b, Location l, ValueRange) {
+    RowSegments segments =
+        rowSegments(rewriter, loc, like.partitions.front(), dimOf(rewriter, loc, like.values, 0), rank);
+    Value out = parallelGeneric(rewriter, loc, emptyLike(rewriter, loc, like.values), {segments.operand},
+                                {segments.map}, [&](OpBuilder &b, Location l, ValueRange args) {
                                   SmallVector<Value> idx = loopIndices(b, l, rank);
-                                  SmallVector<Value> at{loadRowEntry(b, l, segmentOf, idx[0])};
+                                  SmallVector<Value> at{segments.at(b, l, idx[0])};
                                   llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
-                                  return tensor::ExtractOp::create(b, l, source, at).getResult();
+                                  return segments.keep(b, l, args[0], tensor::ExtractOp::create(b, l, source, at));
                                 });
     rewriter.replaceOpWithMultiple(op, {Packed{like.type, out, like.partitions}.flatten(rewriter, loc)});
     return success();

@@ -214,19 +214,25 @@ func.func @reduce_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) -> !ragged.
 // ragged.broadcast
 //===----------------------------------------------------------------------===//
 
-// Each row's segment, searched once per row (scf.while), then one generic
-// over the packed values that reads that row of the source with
-// tensor.extract (a uniform row index: one contiguous copy per row). The
-// row is clamped to the last one: IREE may evaluate the generic on the
-// padding rows of a data-tiled GEMM's packing it is fused into.
+// Each row's segment, searched once per row (scf.while, one entry more
+// than the rows), then one generic over the packed values that reads that
+// row of the source with tensor.extract (a uniform row index: one
+// contiguous copy per row). The row is clamped to the last one: IREE may
+// evaluate the generic on the padding rows of a data-tiled GEMM's packing
+// it is fused into. The table's first `rows` entries are also an operand
+// read per row, which keeps IREE from collapsing (row, D) into one dim.
 // CHECK-LABEL: func.func @broadcast
 // CHECK-SAME:    (%[[P:[^:]*]]: tensor<?x8xf32>, %[[V:[^:]*]]: tensor<?x8xf32>, %[[O:[^:]*]]: tensor<?xi64>)
 // CHECK:         %[[SEG:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]} outs({{.*}} : tensor<?xi64>)
 // CHECK:           scf.while
-// CHECK:         %[[R:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs({{.*}} : tensor<?x8xf32>)
+// CHECK:         %[[HEAD:.*]] = tensor.extract_slice %[[SEG]]
+// CHECK:         %[[R:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} ins(%[[HEAD]] : tensor<?xi64>) outs({{.*}} : tensor<?x8xf32>)
+// CHECK-NEXT:    ^bb0(%[[ENTRY:.*]]: i64, %{{.*}}: f32):
 // CHECK:           arith.minui
 // CHECK:           tensor.extract %[[SEG]]
-// CHECK:           tensor.extract %[[P]]
+// CHECK:           %[[ROW:.*]] = tensor.extract %[[P]]
+// CHECK:           %[[OK:.*]] = arith.cmpi sge, %[[ENTRY]]
+// CHECK:           arith.select %[[OK]], %[[ROW]]
 // CHECK:         return %[[R]], %[[O]] : tensor<?x8xf32>, tensor<?xi64>
 func.func @broadcast(%p: tensor<?x8xf32>, %x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L], 8, f32> {
   %b = ragged.broadcast %p like %x : tensor<?x8xf32>, !ragged.tensor<?, [L], 8, f32>
