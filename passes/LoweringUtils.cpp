@@ -208,8 +208,8 @@ Value lowering::numScanChunks(OpBuilder &b, Location loc, Value n) {
   return arith::CeilDivUIOp::create(b, loc, n, constIndex(b, loc, kScanChunk));
 }
 
-static Value sumTerms(OpBuilder &b, Location loc, Value lo, Value hi, Value init,
-                      function_ref<Value(OpBuilder &, Location, Value)> term) {
+Value lowering::sumTerms(OpBuilder &b, Location loc, Value lo, Value hi, Value init,
+                         function_ref<Value(OpBuilder &, Location, Value)> term) {
   return forLoop(b, loc, lo, hi, init, [&](OpBuilder &lb, Location l, Value j, ValueRange acc) {
     return SmallVector<Value>{arith::AddIOp::create(lb, l, acc[0], term(lb, l, j))};
   })[0];

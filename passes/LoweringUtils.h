@@ -74,6 +74,9 @@ struct RowSegments {
   Value keep(OpBuilder &b, Location loc, Value entry, Value v) const;
 };
 RowSegments rowSegments(OpBuilder &b, Location loc, Value offsets, Value rows, unsigned rank);
+/// `init` plus the i64 terms `term(j)`, j in [lo, hi), in an scf.for.
+Value sumTerms(OpBuilder &b, Location loc, Value lo, Value hi, Value init,
+               function_ref<Value(OpBuilder &, Location, Value)> term);
 /// Scans over items run in chunks of this many items: the sums of each
 /// chunk, their prefix over the chunks, then a walk within one chunk.
 constexpr int64_t kScanChunk = 64;

@@ -101,11 +101,10 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
     Value bucket = arith::IndexCastOp::create(nb, l, nb.getIndexType(), arith::MaxSIOp::create(nb, l, a[0], zero(nb, l)));
     Value c = arith::DivUIOp::create(nb, l, item, constIndex(nb, l, kScanChunk));
     // The bucket's items before this one in its chunk.
-    Value before = forLoop(nb, l, scanChunk(nb, l, c, numItems).first, item, {zero(nb, l)},
-                           [&](OpBuilder &lb, Location ll, Value j, ValueRange acc) {
-                             Value one = arith::ExtUIOp::create(lb, ll, i64, inBucket(lb, ll, j, a[0]));
-                             return SmallVector<Value>{arith::AddIOp::create(lb, ll, acc[0], one)};
-                           })[0];
+    Value before = sumTerms(nb, l, scanChunk(nb, l, c, numItems).first, item, zero(nb, l),
+                            [&](OpBuilder &lb, Location ll, Value j) -> Value {
+                              return arith::ExtUIOp::create(lb, ll, i64, inBucket(lb, ll, j, a[0]));
+                            });
     Value rank = arith::AddIOp::create(nb, l, tensor::ExtractOp::create(nb, l, chunkFirst, ValueRange{c, bucket}), before);
     rank = arith::SelectOp::create(nb, l, empty, zero(nb, l), rank);
     auto at = [&](Value t) { return tensor::ExtractOp::create(nb, l, t, ValueRange{bucket}).getResult(); };

@@ -61,9 +61,6 @@ class _Glibc:
 
     @contextlib.contextmanager
     def heap_only(self):
-        if self.mallopt is None:
-            yield
-            return
         with self._lock:
             if self._active == 0:
                 self.mallopt(_M_MMAP_MAX, 0)
@@ -88,6 +85,8 @@ def warm_calls(fn):
     with _init_lock:
         if _glibc is None:
             _glibc = _Glibc()
+    if _glibc.mallopt is None:  # RAGGED_HOST_MEMORY=system, or not glibc
+        return fn
     heap_only = _glibc.heap_only
 
     def call(*args):
