@@ -395,16 +395,34 @@ LogicalResult ApplyOp::verify() {
   return requireSameType(*this, v, getResult().getType(), "result type");
 }
 
+/// `[B, L(b), H, 1]`: one value per query row and head of `heads`.
+static RaggedTensorType rowStatType(RaggedTensorType heads) {
+  return RaggedTensorType::get(heads.getContext(), heads.getBatch(),
+                               {RaggedTensorType::kRagged, heads.getShape()[1], 1},
+                               heads.getSymbols(), heads.getParents(),
+                               heads.getElementType(), heads.getEncoding());
+}
+
 LogicalResult AttentionOp::verify() {
   // AllTypesMatch guarantees key, value and result have the query's type.
-  return requireHeads(*this, cast<RaggedTensorType>(getQuery().getType()),
-                      "query");
+  auto q = cast<RaggedTensorType>(getQuery().getType());
+  if (failed(requireHeads(*this, q, "query")))
+    return failure();
+  if (getLse())
+    return requireSameType(*this, rowStatType(q), getLse().getType(), "lse type");
+  return success();
 }
 
 LogicalResult AttentionGradOp::verify() {
-  // AllTypesMatch gives every operand and result the query's type.
-  return requireHeads(*this, cast<RaggedTensorType>(getQuery().getType()),
-                      "query");
+  // AllTypesMatch gives q, k, v, the gradient and the results one type.
+  auto q = cast<RaggedTensorType>(getQuery().getType());
+  if (failed(requireHeads(*this, q, "query")))
+    return failure();
+  if (getOutput() && failed(requireSameType(*this, q, getOutput().getType(), "output type")))
+    return failure();
+  if (getLse() && failed(requireSameType(*this, rowStatType(q), getLse().getType(), "lse type")))
+    return failure();
+  return success();
 }
 
 LogicalResult GatherOp::verify() {

@@ -416,29 +416,38 @@ def Ragged_AttentionOp : Ragged_Op<"attention",
   let summary = "softmax(scale * Q Kᵀ [+ causal mask]) V per item and head";
   let description = [{
     On `[B, L(b), H, d]` queries, keys and values sharing the symbol `L`.
-    Lowered as `scores`, `softmax` and `apply`: a fixed number of dispatches,
-    work `sum_b L(b)^2 * H * d`, never `B * max L^2`.
+    Lowered as `scores`, `softmax` and `apply`, or by length buckets: a
+    fixed number of dispatches, work `sum_b L(b)^2 * H * d`, never
+    `B * max L^2`.
+
+    With a second result type, the op also returns `lse`, the log-sum-exp
+    of each query row's scaled (and masked) logits, `[B, L(b), H, 1]`,
+    which `ragged.attention_grad` takes to recompute the probabilities
+    without reducing over keys again.
 
     ```mlir
     %o = ragged.attention %q, %k, %v {scale = 0.17677 : f64, causal}
         : !ragged.tensor<?, [L], 12, 32, f32>
+    %o2, %lse = ragged.attention %q, %k, %v {scale = 0.17677 : f64}
+        : !ragged.tensor<?, [L], 12, 32, f32> lse !ragged.tensor<?, [L], 12, 1, f32>
     ```
   }];
   let arguments = (ins Ragged_Tensor:$query, Ragged_Tensor:$key, Ragged_Tensor:$value,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale, UnitAttr:$causal);
-  let results = (outs Ragged_Tensor:$result);
+  let results = (outs Ragged_Tensor:$result, Optional<Ragged_Tensor>:$lse);
   let assemblyFormat = [{
-    $query `,` $key `,` $value attr-dict `:` qualified(type($query))
+    $query `,` $key `,` $value attr-dict `:` qualified(type($query)) (`lse` qualified(type($lse))^)?
   }];
   let builders = [OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
                                  "::mlir::Value":$value, "double":$scale, "bool":$causal), [{
-    build($_builder, $_state, query.getType(), query, key, value,
+    build($_builder, $_state, query.getType(), /*lse=*/::mlir::Type(), query, key, value,
           $_builder.getF64FloatAttr(scale), causal ? $_builder.getUnitAttr() : nullptr);
   }]>];
 }
 
 def Ragged_AttentionGradOp : Ragged_Op<"attention_grad",
-    [AllTypesMatch<["query", "key", "value", "grad", "query_grad", "key_grad", "value_grad"]>]> {
+    [AttrSizedOperandSegments,
+     AllTypesMatch<["query", "key", "value", "grad", "query_grad", "key_grad", "value_grad"]>]> {
   let summary = "Gradients of ragged.attention with respect to Q, K and V";
   let description = [{
     Given the gradient `grad` of the loss with respect to the output of
@@ -451,23 +460,39 @@ def Ragged_AttentionGradOp : Ragged_Op<"attention_grad",
     - `dS = P ∘ (dO Vᵀ - rowsum(P ∘ dO Vᵀ))`
     - `dQ = scale * dS K`, `dK = scale * dSᵀ Q`
 
-    `P` is recomputed from Q and K, so nothing but the operands is kept
-    from the forward. Lowered by length buckets like `ragged.attention`:
-    work and storage `sum_b L(b)^2 * H` (bounded by 2x within a bucket),
-    never `B * max L^2`, and a fixed number of dispatches.
+    By default `P` is recomputed from Q and K, so nothing but the operands
+    is kept from the forward. What the forward can keep replaces the
+    reductions over key pairs, so that every pass over them is part of a
+    contraction:
+
+    - `output(%o)`, the forward's output `O`: `rowsum(P ∘ dO Vᵀ)` is
+      `rowsum(dO ∘ O)`;
+    - `lse(%lse)`, the log-sum-exp of each query row's scaled logits,
+      `[B, L(b), heads, 1]`: `P = exp(scale * Q Kᵀ - lse)`.
+
+    Lowered by length buckets like `ragged.attention`: work and storage
+    `sum_b L(b)^2 * H` (bounded by 2x within a bucket), never
+    `B * max L^2`, and a fixed number of dispatches.
 
     ```mlir
     %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %dout {scale = 0.17677 : f64, causal}
         : !ragged.tensor<?, [L], 12, 32, f32>
+    %dq2, %dk2, %dv2 = ragged.attention_grad %q, %k, %v, %dout
+        output(%o : !ragged.tensor<?, [L], 12, 32, f32>) lse(%lse : !ragged.tensor<?, [L], 12, 1, f32>)
+        {scale = 0.17677 : f64} : !ragged.tensor<?, [L], 12, 32, f32>
     ```
   }];
   let arguments = (ins Ragged_Tensor:$query, Ragged_Tensor:$key, Ragged_Tensor:$value,
-                       Ragged_Tensor:$grad,
+                       Ragged_Tensor:$grad, Optional<Ragged_Tensor>:$output,
+                       Optional<Ragged_Tensor>:$lse,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale, UnitAttr:$causal);
   let results = (outs Ragged_Tensor:$query_grad, Ragged_Tensor:$key_grad,
                       Ragged_Tensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $grad attr-dict `:` qualified(type($query))
+    $query `,` $key `,` $value `,` $grad
+    (`output` `(` $output^ `:` qualified(type($output)) `)`)?
+    (`lse` `(` $lse^ `:` qualified(type($lse)) `)`)?
+    attr-dict `:` qualified(type($query))
   }];
 }
 

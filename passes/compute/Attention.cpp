@@ -141,12 +141,15 @@ struct ApplyLowering : OpConversionPattern<ApplyOp> {
 };
 
 /// attention = apply(softmax(scores(q, k)), v): a ragged-level rewrite; the
-/// three ops it creates are lowered by their own patterns.
+/// three ops it creates are lowered by their own patterns. An attention
+/// that returns its lse runs by buckets instead.
 struct DecomposeAttention : OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    auto type = cast<RaggedTensorType>(op.getType());
+    if (op.getLse())
+      return rewriter.notifyMatchFailure(op, "the lse result is made by the bucketed lowering");
+    auto type = cast<RaggedTensorType>(op.getResult().getType());
     StringAttr l = type.getSymbols()[0];
     StringAttr none = rewriter.getStringAttr("");
     auto pairs = RaggedTensorType::get(
@@ -156,7 +159,8 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
     Value s = ScoresOp::create(rewriter, op.getLoc(), pairs, op.getQuery(),
                                op.getKey(), op.getScaleAttr(), op.getCausalAttr());
     Value p = SoftmaxOp::create(rewriter, op.getLoc(), s);
-    rewriter.replaceOpWithNewOp<ApplyOp>(op, type, p, op.getValue());
+    Value out = ApplyOp::create(rewriter, op.getLoc(), type, p, op.getValue());
+    rewriter.replaceOp(op, out);
     return success();
   }
 };
@@ -165,32 +169,44 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
 /// attention (two contractions over the blocks in place and a masked
 /// softmax), which any backend takes, on `buckets` dynamic sizes
 /// ceil(maxL / sqrt(2)^(K-1-k)): within a bucket (but the first) lengths are
-/// within sqrt(2) of the padded size.
+/// within sqrt(2) of the padded size. With `onlyLse`, it lowers only the
+/// attentions that return their lse (the others are decomposed).
 struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
-  BucketedAttentionLowering(const TypeConverter &converter, MLIRContext *ctx, int64_t buckets)
-      : OpConversionPattern(converter, ctx, /*benefit=*/2), buckets(buckets) {}
+  BucketedAttentionLowering(const TypeConverter &converter, MLIRContext *ctx, int64_t buckets, bool onlyLse)
+      : OpConversionPattern(converter, ctx, /*benefit=*/2), buckets(buckets), onlyLse(onlyLse) {}
 
   LogicalResult
   matchAndRewrite(AttentionOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
+    bool lse = bool(op.getLse());
+    if (onlyLse && !lse)
+      return rewriter.notifyMatchFailure(op, "decomposed: no lse result");
     Location loc = op.getLoc();
     Packed q = unpack(op.getQuery(), adaptor.getQuery());
     BucketKernel kernel;
     kernel.buckets = buckets;
-    kernel.attend = linalgAttention;
     AttnShape shape{op.getCausal(), op.getScale().convertToDouble(), q.type.getElementType()};
-    Value out = bucketedAttention(rewriter, loc, q.values, adaptor.getKey().front(), adaptor.getValue().front(),
-                                  q.partitions.front(), shape, kernel);
-    rewriter.replaceOpWithMultiple(op, {Packed{q.type, out, q.partitions}.flatten(rewriter, loc)});
+    SmallVector<Value> outs = bucketedRows(
+        rewriter, loc, {q.values, adaptor.getKey().front(), adaptor.getValue().front()}, q.partitions.front(),
+        kernel, lse ? 2 : 1, [&](OpBuilder &b, Location l, ArrayRef<Value> blocks, Value mask) {
+          return linalgAttentionWithLse(b, l, blocks[0], blocks[1], blocks[2], mask, shape, lse);
+        });
+    SmallVector<SmallVector<Value>> results{Packed{q.type, outs[0], q.partitions}.flatten(rewriter, loc)};
+    if (lse)
+      results.push_back(
+          Packed{cast<RaggedTensorType>(op.getLse().getType()), outs[1], q.partitions}.flatten(rewriter, loc));
+    rewriter.replaceOpWithMultiple(op, results);
     return success();
   }
 
   int64_t buckets;
+  bool onlyLse;
 };
 
 /// The gradients of ragged.attention by the same length buckets: per
-/// bucket, upstream linalg recomputes the probabilities and forms dQ, dK
-/// and dV on the blocks (linalgAttentionGrad).
+/// bucket, upstream linalg recomputes the probabilities (from the saved
+/// log-sum-exp where the op has it) and forms dQ, dK and dV on the blocks
+/// (linalgAttentionGrad).
 struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
   AttentionGradLowering(const TypeConverter &converter, MLIRContext *ctx, int64_t buckets)
       : OpConversionPattern(converter, ctx), buckets(buckets) {}
@@ -203,10 +219,23 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
     BucketKernel kernel;
     kernel.buckets = buckets;
     AttnShape shape{op.getCausal(), op.getScale().convertToDouble(), q.type.getElementType()};
+    SmallVector<Value> operands{q.values, adaptor.getKey().front(), adaptor.getValue().front(),
+                                adaptor.getGrad().front()};
+    // What the forward kept, as blocks after the four above.
+    int out = -1, lse = -1;
+    if (op.getOutput()) {
+      out = operands.size();
+      operands.push_back(adaptor.getOutput().front());
+    }
+    if (op.getLse()) {
+      lse = operands.size();
+      operands.push_back(adaptor.getLse().front());
+    }
     SmallVector<Value> grads = bucketedRows(
-        rewriter, loc, {q.values, adaptor.getKey().front(), adaptor.getValue().front(), adaptor.getGrad().front()},
-        q.partitions.front(), kernel, 3, [&](OpBuilder &b, Location l, ArrayRef<Value> blocks, Value mask) {
-          return linalgAttentionGrad(b, l, blocks[0], blocks[1], blocks[2], blocks[3], mask, shape);
+        rewriter, loc, operands, q.partitions.front(), kernel, 3,
+        [&](OpBuilder &b, Location l, ArrayRef<Value> blocks, Value mask) {
+          return linalgAttentionGrad(b, l, blocks[0], blocks[1], blocks[2], blocks[3], mask, shape,
+                                     out < 0 ? Value() : blocks[out], lse < 0 ? Value() : blocks[lse]);
         });
     SmallVector<SmallVector<Value>> results;
     for (Value grad : grads)
@@ -230,8 +259,11 @@ void mlir::ragged::compute::populateAttentionPatterns(const TypeConverter &conve
   patterns.add<AttentionGradLowering>(converter, patterns.getContext(),
                                       options.attentionBuckets > 0 ? options.attentionBuckets
                                                                    : kDefaultAttentionBuckets);
-  if (options.attentionBuckets > 0)
-    patterns.add<BucketedAttentionLowering>(converter, patterns.getContext(), options.attentionBuckets);
-  else
+  // An attention that returns its lse runs by buckets as well.
+  bool decompose = options.attentionBuckets == 0;
+  patterns.add<BucketedAttentionLowering>(converter, patterns.getContext(),
+                                          decompose ? kDefaultAttentionBuckets : options.attentionBuckets,
+                                          /*onlyLse=*/decompose);
+  if (decompose)
     patterns.add<DecomposeAttention>(patterns.getContext());
 }

@@ -149,6 +149,21 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
   return lay;
 }
 
+/// Indices of `values` grouped by type, in first-seen order.
+SmallVector<SmallVector<unsigned>> sameTypeGroups(ArrayRef<Value> values) {
+  SmallVector<SmallVector<unsigned>> groups;
+  for (auto [i, value] : llvm::enumerate(values)) {
+    auto group = llvm::find_if(groups, [&](ArrayRef<unsigned> g) {
+      return values[g.front()].getType() == value.getType();
+    });
+    if (group == groups.end())
+      groups.push_back({unsigned(i)});
+    else
+      group->push_back(i);
+  }
+  return groups;
+}
+
 } // namespace
 
 SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, ArrayRef<Value> operands,
@@ -228,13 +243,11 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
   if (rowGathers && kernel.gatheredRows)
     for (auto [i, operand] : llvm::enumerate(rowValues))
       rerouted[i] = kernel.gatheredRows(rewriter, loc, operand);
-  // Dims of a row ([H, d], or [d] for a dropped head) and their sizes.
+  // Dims of a row ([H, d], or [d] for a dropped head): every operand and
+  // result has the same number, not always the same sizes (a per-head
+  // statistic is [H, 1]).
   Value rowShaped = rowValues.front();
-  auto rowType = cast<RankedTensorType>(rowShaped.getType());
-  SmallVector<int64_t> rowShape(rowType.getShape().drop_front());
-  unsigned rowRank = rowShape.size();
-  SmallVector<OpFoldResult> rowSizes = tensor::getMixedSizes(rewriter, loc, rowShaped);
-  rowSizes.erase(rowSizes.begin());
+  unsigned rowRank = cast<RankedTensorType>(rowShaped.getType()).getRank() - 1;
   // [n, S] then each row dim: how blocks and rows reshape into each other.
   SmallVector<ReassociationIndices> slotsThenRow{{0, 1}};
   for (unsigned i = 0; i < rowRank; ++i)
@@ -246,17 +259,21 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
   // next part of that result's slab.
   SmallVector<SmallVector<Value>> outBlocks(numResults);
   for (size_t kk = 0; kk < sizes.size(); ++kk) {
-    // Dynamic sizes of the [n, S] slot tensors and the [n, S, H, d] blocks.
+    // Dynamic sizes of the [n, S] slot tensors; the [n, S, H, d] block of
+    // rows like `rows`.
     SmallVector<Value> dyn2{lay.counts[kk]};
     if (ShapedType::isDynamic(staticSizes[kk]))
       dyn2.push_back(sizes[kk]);
-    SmallVector<Value> dynBlock = dyn2;
-    for (unsigned i = 0; i < rowRank; ++i)
-      if (rowType.isDynamicDim(i + 1))
-        dynBlock.push_back(dimOf(rewriter, loc, rowShaped, i + 1));
-    SmallVector<int64_t> blockShape{ShapedType::kDynamic, staticSizes[kk]};
-    llvm::append_range(blockShape, rowShape);
-    auto blockType = RankedTensorType::get(blockShape, elem);
+    auto blockOf = [&](Value rows) {
+      auto rowType = cast<RankedTensorType>(rows.getType());
+      SmallVector<int64_t> shape{ShapedType::kDynamic, staticSizes[kk]};
+      llvm::append_range(shape, rowType.getShape().drop_front());
+      SmallVector<Value> dyn = dyn2;
+      for (unsigned i = 1; i <= rowRank; ++i)
+        if (rowType.isDynamicDim(i))
+          dyn.push_back(dimOf(rewriter, loc, rows, i));
+      return std::make_pair(RankedTensorType::get(shape, elem), dyn);
+    };
     Value first = lay.firsts[kk];
     // The first row and the length of the item in slot `slot` of this bucket.
     auto slotItem = [&](OpBuilder &b, Location l, Value slot) {
@@ -294,9 +311,9 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
       mask = table.getResult(1);
       Value slots = tensor::CollapseShapeOp::create(rewriter, loc, table.getResult(0),
                                                     SmallVector<ReassociationIndices>{{0, 1}});
-      SmallVector<OpFoldResult> blockSizes{lay.counts[kk], getAsOpFoldResult(sizes[kk])};
-      llvm::append_range(blockSizes, rowSizes);
       auto block = [&](Value operand, const std::optional<GatheredRows> &rows) -> Value {
+        SmallVector<OpFoldResult> blockSizes{lay.counts[kk], getAsOpFoldResult(sizes[kk])};
+        llvm::append_range(blockSizes, ArrayRef(tensor::getMixedSizes(rewriter, loc, operand)).drop_front());
         Value gathered;
         if (rows) {
           // Slot j reads row index[slots[j]] of the earlier gather's source.
@@ -310,25 +327,27 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
         } else {
           gathered = kernel.gatherRows(rewriter, loc, operand, slots);
         }
-        return tensor::ExpandShapeOp::create(rewriter, loc, blockType, gathered, slotsThenRow, blockSizes)
+        return tensor::ExpandShapeOp::create(rewriter, loc, blockOf(operand).first, gathered, slotsThenRow,
+                                             blockSizes)
             .getResult();
       };
       for (auto [operand, rows] : llvm::zip(rowValues, rerouted))
         blocks.push_back(block(operand, rows));
     } else {
-      // One gather of all blocks, or, when operands are shared, one
-      // gather per distinct source: a shared operand is one block. IREE
-      // merges results that yield the same value, and fails on a gather
-      // one of whose several results feeds two operands of its attention
-      // ('linalg.yield' op expected number of yield values (2) to match
-      // ... (1)).
+      // One gather of the blocks of each row shape, or, when operands are
+      // shared, one gather per distinct source: a shared operand is one
+      // block. IREE merges results that yield the same value, and fails on
+      // a gather one of whose several results feeds two operands of its
+      // attention ('linalg.yield' op expected number of yield values (2) to
+      // match ... (1)).
       SmallVector<Value> sources;
       for (Value source : rowValues)
         if (!llvm::is_contained(sources, source))
           sources.push_back(source);
-      unsigned loops = blockType.getRank();
+      unsigned loops = rowRank + 2;
       auto gather = [&](ArrayRef<Value> from) {
-        Value init = emptyTensor(rewriter, loc, blockShape, elem, dynBlock);
+        auto [blockType, dynBlock] = blockOf(from.front());
+        Value init = emptyTensor(rewriter, loc, blockType.getShape(), elem, dynBlock);
         return linalg::GenericOp::create(
                    rewriter, loc, SmallVector<Type>(from.size(), blockType), ValueRange{},
                    SmallVector<Value>(from.size(), init),
@@ -346,12 +365,19 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
                    })
             .getResults();
       };
-      SmallVector<Value> gathered;
-      if (sources.size() == rowValues.size())
-        llvm::append_range(gathered, gather(sources));
-      else
-        for (Value source : sources)
-          gathered.push_back(gather(source).front());
+      SmallVector<Value> gathered(sources.size());
+      if (sources.size() == rowValues.size()) {
+        for (SmallVector<unsigned> group : sameTypeGroups(sources)) {
+          SmallVector<Value> from;
+          for (unsigned i : group)
+            from.push_back(sources[i]);
+          for (auto [i, result] : llvm::zip(group, gather(from)))
+            gathered[i] = result;
+        }
+      } else {
+        for (auto [i, source] : llvm::enumerate(sources))
+          gathered[i] = gather(source).front();
+      }
       for (Value operand : rowValues)
         blocks.push_back(gathered[llvm::find(sources, operand) - sources.begin()]);
       // The key mask [n, S] compares each slot with its item's length, read
@@ -415,27 +441,38 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
                                          arith::SubIOp::create(b, l, r, loadIndex(b, l, lo, item)));
         return arith::IndexCastOp::create(b, l, b.getI64Type(), at);
       });
-  SmallVector<Value> results;
+  SmallVector<Value> results(numResults);
   if (rowGathers) {
-    for (Value slab : slabs)
-      results.push_back(kernel.gatherRows(rewriter, loc, slab, slabRow));
+    for (auto [result, slab] : llvm::zip(results, slabs))
+      result = kernel.gatherRows(rewriter, loc, slab, slabRow);
   } else {
-    results = parallelGeneric(
-        rewriter, loc, SmallVector<Value>(numResults, emptyLike(rewriter, loc, rowShaped)), {}, {},
-        [&](OpBuilder &b, Location l, ValueRange) {
-          SmallVector<Value> at{loadRowEntry(b, l, slabRow, linalg::IndexOp::create(b, l, 0))};
-          for (unsigned i = 1; i <= rowRank; ++i)
-            at.push_back(linalg::IndexOp::create(b, l, i));
-          SmallVector<Value> read;
-          for (Value slab : slabs)
-            read.push_back(tensor::ExtractOp::create(b, l, slab, at));
-          return read;
-        });
+    // One gather per row shape of the results.
+    for (SmallVector<unsigned> group : sameTypeGroups(slabs)) {
+      Value init = emptyRows(rewriter, loc, rows, slabs[group.front()]);
+      SmallVector<Value> read = parallelGeneric(
+          rewriter, loc, SmallVector<Value>(group.size(), init), {}, {}, [&](OpBuilder &b, Location l, ValueRange) {
+            SmallVector<Value> at{loadRowEntry(b, l, slabRow, linalg::IndexOp::create(b, l, 0))};
+            for (unsigned i = 1; i <= rowRank; ++i)
+              at.push_back(linalg::IndexOp::create(b, l, i));
+            SmallVector<Value> read;
+            for (unsigned i : group)
+              read.push_back(tensor::ExtractOp::create(b, l, slabs[i], at));
+            return read;
+          });
+      for (auto [i, result] : llvm::zip(group, read))
+        results[i] = result;
+    }
   }
   if (dropHead)
-    for (Value &out : results)
-      out = tensor::ExpandShapeOp::create(rewriter, loc, valuesType, out, headOf,
-                                          tensor::getMixedSizes(rewriter, loc, first0));
+    for (Value &out : results) {
+      auto type = cast<RankedTensorType>(out.getType());
+      SmallVector<int64_t> shape{type.getDimSize(0), 1};
+      llvm::append_range(shape, type.getShape().drop_front());
+      SmallVector<OpFoldResult> outSizes = tensor::getMixedSizes(rewriter, loc, out);
+      outSizes.insert(outSizes.begin() + 1, rewriter.getIndexAttr(1));
+      out = tensor::ExpandShapeOp::create(rewriter, loc, RankedTensorType::get(shape, type.getElementType()), out,
+                                          headOf, outSizes);
+    }
   return results;
 }
 
@@ -451,10 +488,10 @@ Value lowering::bucketedAttention(OpBuilder &b, Location loc, Value q, Value k, 
 namespace {
 
 /// What linalgAttention and its gradient share: the unnormalised weights
-/// exp(logit - row max) [n, H, S, S] (0 for masked keys) and their row sums
-/// [n, H, S], with the loop helpers both use.
+/// exp(logit - row max) [n, H, S, S] (0 for masked keys), the row maxima
+/// and the row sums [n, H, S], with the loop helpers both use.
 struct BlockSoftmax {
-  Value weights, sums;
+  Value weights, maxima, sums;
 };
 
 struct BlockMaps {
@@ -551,7 +588,7 @@ BlockSoftmax blockSoftmax(OpBuilder &b, Location loc, const BlockMaps &m, const 
                           {par, par, par, red}, [&](OpBuilder &nb, Location l, ValueRange a) {
                             return arith::AddFOp::create(nb, l, a[1], a[0]).getResult();
                           });
-  return {weights, sums};
+  return {weights, maxima, sums};
 }
 
 /// out[b, m, h, e] = sum_j w[b, h, m, j] x[b, j, h, e] (loops (b, h, m, e, j),
@@ -568,42 +605,96 @@ Value pairsTimesRows(OpBuilder &b, Location loc, const BlockMaps &m, Value w, Va
 
 } // namespace
 
-Value lowering::linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
-                                Value keyMask, const AttnShape &blk) {
+SmallVector<Value> lowering::linalgAttentionWithLse(OpBuilder &b, Location loc, Value qBlock, Value kBlock,
+                                                    Value vBlock, Value keyMask, const AttnShape &blk, bool lse) {
   BlockMaps m{b.getContext()};
   PairShapes p = pairShapes(b, loc, qBlock);
   BlockSoftmax sm = blockSoftmax(b, loc, m, p, qBlock, kBlock, keyMask, blk);
   // out = weights v / sums: the division after the contraction.
   Value out = pairsTimesRows(b, loc, m, sm.weights, vBlock, /*transposed=*/false);
-  AffineMap sumOf = m.map4({m.d(0), m.d(2), m.d(1)});
-  return parallelGeneric(b, loc, emptyLike(b, loc, qBlock), {out, sm.sums}, {m.all4(), sumOf},
-                         [&](OpBuilder &nb, Location l, ValueRange a) {
-                           return arith::DivFOp::create(nb, l, a[0], a[1]).getResult();
-                         });
+  AffineMap rowOf = m.map4({m.d(0), m.d(2), m.d(1)});
+  SmallVector<Value> results{parallelGeneric(b, loc, emptyLike(b, loc, qBlock), {out, sm.sums}, {m.all4(), rowOf},
+                                             [&](OpBuilder &nb, Location l, ValueRange a) {
+                                               return arith::DivFOp::create(nb, l, a[0], a[1]).getResult();
+                                             })};
+  if (!lse)
+    return results;
+  // lse [n, S, H, 1] = max + log(sum), finite on every slot: key 0 is
+  // inside every item and never in a query's future.
+  auto qType = cast<RankedTensorType>(qBlock.getType());
+  SmallVector<int64_t> lseShape(qType.getShape());
+  lseShape.back() = 1;
+  SmallVector<Value> lseDyn;
+  for (unsigned i = 0; i + 1 < lseShape.size(); ++i)
+    if (ShapedType::isDynamic(lseShape[i]))
+      lseDyn.push_back(dimOf(b, loc, qBlock, i));
+  results.push_back(parallelGeneric(b, loc, emptyTensor(b, loc, lseShape, blk.elem, lseDyn), {sm.maxima, sm.sums},
+                                    {rowOf, rowOf}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                                      return arith::AddFOp::create(nb, l, a[0], math::LogOp::create(nb, l, a[1]))
+                                          .getResult();
+                                    }));
+  return results;
+}
+
+Value lowering::linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
+                                Value keyMask, const AttnShape &blk) {
+  return linalgAttentionWithLse(b, loc, qBlock, kBlock, vBlock, keyMask, blk, /*lse=*/false).front();
 }
 
 SmallVector<Value> lowering::linalgAttentionGrad(OpBuilder &b, Location loc, Value qBlock, Value kBlock,
-                                                 Value vBlock, Value doutBlock, Value mask, const AttnShape &blk) {
+                                                 Value vBlock, Value doutBlock, Value mask, const AttnShape &blk,
+                                                 Value outBlock, Value lseBlock) {
   BlockMaps m{b.getContext()};
   PairShapes p = pairShapes(b, loc, qBlock);
   Type elem = blk.elem;
-  BlockSoftmax sm = blockSoftmax(b, loc, m, p, qBlock, kBlock, mask, blk);
-  // P = weights / sums on real query rows, 0 on the rest: a padded query
-  // slot then adds nothing to dV or dK.
   Value zero = floatConst(b, loc, elem, 0.0);
-  Value probs = structured(b, loc, emptyTensor(b, loc, p.pairs, elem, p.pairDyn), {sm.weights, sm.sums, mask},
-                           {m.all4(), m.row4(), m.query4(), m.all4()}, {par, par, par, par},
-                           [&](OpBuilder &nb, Location l, ValueRange a) {
-                             Value pr = arith::DivFOp::create(nb, l, a[0], a[1]);
-                             return arith::SelectOp::create(nb, l, a[2], pr, zero).getResult();
-                           });
+  Value scale = floatConst(b, loc, elem, blk.scale);
+  // P on real query rows and keys, 0 elsewhere: a padded query slot then
+  // adds nothing to dV or dK.
+  Value probs;
+  if (lseBlock) {
+    // P = exp(scale * q k - lse): an elementwise consumer of the scores,
+    // which IREE fuses into their contraction.
+    Value scores = pairDots(b, loc, m, p, elem, qBlock, kBlock);
+    AffineMap lseOf = m.map4({m.d(0), m.d(2), m.d(1), getAffineConstantExpr(0, b.getContext())});
+    probs = structured(b, loc, emptyTensor(b, loc, p.pairs, elem, p.pairDyn), {scores, mask, mask, lseBlock},
+                       {m.all4(), m.key4(), m.query4(), lseOf, m.all4()}, {par, par, par, par},
+                       [&](OpBuilder &nb, Location l, ValueRange a) {
+                         Value ok = arith::AndIOp::create(nb, l, a[1], a[2]);
+                         if (blk.causal)
+                           ok = arith::AndIOp::create(
+                               nb, l, ok,
+                               arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, linalg::IndexOp::create(nb, l, 3),
+                                                     linalg::IndexOp::create(nb, l, 2)));
+                         Value logit = arith::MulFOp::create(nb, l, a[0], scale);
+                         Value pr = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, logit, a[3]));
+                         return arith::SelectOp::create(nb, l, ok, pr, zero).getResult();
+                       });
+  } else {
+    // P = weights / sums, recomputed.
+    BlockSoftmax sm = blockSoftmax(b, loc, m, p, qBlock, kBlock, mask, blk);
+    probs = structured(b, loc, emptyTensor(b, loc, p.pairs, elem, p.pairDyn), {sm.weights, sm.sums, mask},
+                       {m.all4(), m.row4(), m.query4(), m.all4()}, {par, par, par, par},
+                       [&](OpBuilder &nb, Location l, ValueRange a) {
+                         Value pr = arith::DivFOp::create(nb, l, a[0], a[1]);
+                         return arith::SelectOp::create(nb, l, a[2], pr, zero).getResult();
+                       });
+  }
   // dV[b, j, h, e] = sum_m P[b, h, m, j] dO[b, m, h, e].
   Value dv = pairsTimesRows(b, loc, m, probs, doutBlock, /*transposed=*/true);
-  // dP = dO Vᵀ; dS = scale P (dP - sum_j P dP).
+  // dP = dO Vᵀ; dS = scale P (dP - sum_j P dP), where sum_j P dP =
+  // sum_e dO O when the forward's output is given.
   Value dp = pairDots(b, loc, m, p, elem, doutBlock, vBlock);
-  Value rowDot = structured(b, loc, zeros(b, loc, p.rows, elem, p.rowDyn), {probs, dp},
-                            {m.all4(), m.all4(), m.row4()}, {par, par, par, red}, mulAdd);
-  Value scale = floatConst(b, loc, elem, blk.scale);
+  Value rowDot;
+  if (outBlock) {
+    // Loops (b, h, m, e).
+    AffineMap rowOf = m.map4({m.d(0), m.d(2), m.d(1), m.d(3)});
+    rowDot = structured(b, loc, zeros(b, loc, p.rows, elem, p.rowDyn), {doutBlock, outBlock},
+                        {rowOf, rowOf, m.row4()}, {par, par, par, red}, mulAdd);
+  } else {
+    rowDot = structured(b, loc, zeros(b, loc, p.rows, elem, p.rowDyn), {probs, dp}, {m.all4(), m.all4(), m.row4()},
+                        {par, par, par, red}, mulAdd);
+  }
   Value ds = structured(b, loc, emptyTensor(b, loc, p.pairs, elem, p.pairDyn), {probs, dp, rowDot},
                         {m.all4(), m.all4(), m.row4(), m.all4()}, {par, par, par, par},
                         [&](OpBuilder &nb, Location l, ValueRange a) {

@@ -50,13 +50,15 @@ struct BucketKernel {
 
 /// A dense computation on one bucket: the blocks [n, S, H, d] (or [n, S, d],
 /// see `dropUnitHead`) of each operand and the [n, S] i1 mask of the slots
-/// inside their item give one output block per result, of the same shape.
+/// inside their item give one output block [n, S, ...] per result.
 using BlockBody = function_ref<SmallVector<Value>(OpBuilder &, Location, ArrayRef<Value> blocks, Value mask)>;
 
-/// Runs `body` by length buckets on packed operands [rows, H, d] sharing
-/// `offsets` and returns `numResults` packed results of the same shape (see
-/// bucketedAttention for the layout). Only the ladder, the gathers and
-/// `dropUnitHead` of `kernel` are used.
+/// Runs `body` by length buckets on packed operands [rows, H, x] sharing
+/// `offsets` (x may differ between operands: [rows, H, 1] carries one
+/// statistic per row and head) and returns `numResults` packed results
+/// [rows, ...] shaped like the body's blocks (see bucketedAttention for the
+/// layout). Only the ladder, the gathers and `dropUnitHead` of `kernel` are
+/// used.
 SmallVector<Value> bucketedRows(OpBuilder &b, Location loc, ArrayRef<Value> operands, Value offsets,
                                 const BucketKernel &kernel, unsigned numResults, BlockBody body);
 
@@ -79,11 +81,15 @@ Value bucketedAttention(OpBuilder &b, Location loc, Value q, Value k, Value v, V
                         const AttnShape &shape, const BucketKernel &kernel);
 
 /// The gradients {dq, dk, dv} of linalgAttention's output on [n, S, H, d]
-/// blocks, given the gradient `dout` of its output: the probabilities are
-/// recomputed, rows past an item's length (`mask` false) contribute nothing
-/// as queries or keys, and their own gradients are 0.
+/// blocks, given the gradient `dout` of its output: rows past an item's
+/// length (`mask` false) contribute nothing as queries or keys, and their
+/// own gradients are 0. The probabilities are recomputed, from the
+/// forward's log-sum-exp `lseBlock` [n, S, H, 1] where given (no reduction
+/// over keys); with the forward's output `outBlock`, rowsum(P dP) is
+/// rowsum(dO O).
 SmallVector<Value> linalgAttentionGrad(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
-                                       Value doutBlock, Value mask, const AttnShape &blk);
+                                       Value doutBlock, Value mask, const AttnShape &blk, Value outBlock = {},
+                                       Value lseBlock = {});
 
 /// Upstream linalg attention over [n, S, H, d] blocks, read in place:
 /// the two contractions index the blocks through their maps (batch dims
@@ -93,6 +99,11 @@ SmallVector<Value> linalgAttentionGrad(OpBuilder &b, Location loc, Value qBlock,
 /// Scores [n, H, S, S] are materialised; masked keys get -inf.
 Value linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock, Value keyMask,
                       const AttnShape &blk);
+
+/// linalgAttention's output and, with `lse`, the log-sum-exp of each query
+/// slot's logits [n, S, H, 1] (ragged.attention's `lse` result).
+SmallVector<Value> linalgAttentionWithLse(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
+                                          Value keyMask, const AttnShape &blk, bool lse);
 
 } // namespace mlir::ragged::lowering
 

@@ -154,7 +154,11 @@ struct AttentionToIree : OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
-    auto type = cast<RaggedTensorType>(op.getType());
+    // IREE's fused kernel keeps no log-sum-exp: an attention returning its
+    // lse (a training forward) takes the linalg buckets.
+    if (op.getLse())
+      return rewriter.notifyMatchFailure(op, "IREE's fused attention returns no lse");
+    auto type = cast<RaggedTensorType>(op.getResult().getType());
     RankedTensorType valuesType = type.getValuesType();
     if (!type.getElementType().isF32() || valuesType.getRank() != 3 || valuesType.isDynamicDim(1) ||
         valuesType.isDynamicDim(2))

@@ -67,3 +67,43 @@ func.func @self_attention_grad(%x: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragge
   %dq, %dk, %dv = ragged.attention_grad %x, %x, %x, %g {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
   return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
 }
+
+// -----
+
+// A training forward returns its lse (max + log(sum) per query slot, its
+// own [n, S, H, 1] block, slab and gather back), and the gradient takes
+// the forward's output and lse as blocks too (the lse gathered on its own,
+// being of another shape). P is then an elementwise consumer of the scores,
+// exp(scale s - lse) with no reduction over keys, and rowsum(P dP) is
+// rowsum(dO O), a reduction over the head size.
+// CHECK-LABEL: func.func @attention_saved
+// CHECK:         math.log
+// CHECK:         tensor.concat dim(0) {{.*}} -> tensor<?x2x1xf32>
+// CHECK:         linalg.generic {{.*}} outs({{.*}} : tensor<?x2x1xf32>)
+// CHECK:         %[[B:.*]]:5 = linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>)
+// CHECK:         %[[L:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x1xf32>)
+// CHECK:         %[[SC:.*]] = linalg.generic {{.*}} ins(%[[B]]#0, %[[B]]#1 : {{.*}}) outs({{.*}} : tensor<?x2x?x?xf32>)
+// CHECK-NOT:       arith.maximumf
+// CHECK:         %[[P:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[SC]], %{{.*}}, %{{.*}}, %[[L]] :
+// CHECK:           arith.subf
+// CHECK:           math.exp
+// CHECK:           arith.select
+// CHECK:         linalg.generic {{.*}} ins(%[[P]], %[[B]]#3 :
+// CHECK:         %[[DP:.*]] = linalg.generic {{.*}} ins(%[[B]]#3, %[[B]]#2 :
+// CHECK:         %[[ROW:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[B]]#3, %[[B]]#4 :
+// CHECK:         linalg.generic {{.*}} ins(%[[P]], %[[DP]], %[[ROW]] :
+// CHECK-COUNT-3: tensor.concat dim(0)
+// With attention-buckets=0 the forward that returns its lse runs by buckets
+// (the default ladder) all the same.
+// EXACT-LABEL: func.func @attention_saved
+// EXACT:         math.log
+// EXACT:         tensor.concat dim(0) {{.*}} -> tensor<?x2x1xf32>
+func.func @attention_saved(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>,
+                           %v: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [L], 2, 4, f32>)
+    -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>) {
+  %o, %l = ragged.attention %q, %k, %v {scale = 0.5 : f64, causal}
+      : !ragged.tensor<?, [L], 2, 4, f32> lse !ragged.tensor<?, [L], 2, 1, f32>
+  %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g output(%o : !ragged.tensor<?, [L], 2, 4, f32>)
+      lse(%l : !ragged.tensor<?, [L], 2, 1, f32>) {scale = 0.5 : f64, causal} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
+}

@@ -151,3 +151,18 @@ func.func @ragged_level(%q: !ragged.tensor<?, [L], 2, 4, f32>, %d: !ragged.tenso
   %e = ragged.attention %d, %d, %d {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f64>
   return %o, %e : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f64>
 }
+
+// IREE's fused kernel keeps no log-sum-exp: an attention returning its lse
+// (a training forward) is left for convert-ragged-to-linalg's buckets.
+// RAGGED-LABEL: func.func @with_lse
+// RAGGED-NOT:     iree_linalg_ext
+// RAGGED:         ragged.attention {{.*}} lse
+// CHECK-LABEL: func.func @with_lse
+// CHECK-NOT:     iree_linalg_ext.attention
+// CHECK:         math.log
+// CHECK:         return
+func.func @with_lse(%q: !ragged.tensor<?, [L], 2, 4, f32>)
+    -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 1, f32>) {
+  %o, %l = ragged.attention %q, %q, %q {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32> lse !ragged.tensor<?, [L], 2, 1, f32>
+  return %o, %l : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 1, f32>
+}

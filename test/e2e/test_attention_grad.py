@@ -125,3 +125,80 @@ def test_attention_grad_is_per_item(ragged, rng):
             np.testing.assert_allclose(
                 np.asarray(f.values)[offsets[b] : offsets[b + 1]], o.values, rtol=1e-5, atol=1e-6
             )
+
+
+def _saved_module(heads: int, d: int, causal: bool) -> str:
+    """The forward with its lse, then the gradient from what it kept: both
+    (output and lse), the output alone, the lse alone."""
+    t = f"!ragged.tensor<?, [L], {heads}, {d}, f32>"
+    tl = f"!ragged.tensor<?, [L], {heads}, 1, f32>"
+    attrs = "scale = 0.35 : f64" + (", causal" if causal else "")
+    fns = [
+        f"func.func @forward(%q: {t}, %k: {t}, %v: {t}) -> ({t}, {tl}) {{\n"
+        f"  %o, %l = ragged.attention %q, %k, %v {{{attrs}}} : {t} lse {tl}\n"
+        f"  return %o, %l : {t}, {tl}\n}}"
+    ]
+    for name, kept in (
+        ("both", f"output(%o : {t}) lse(%l : {tl})"),
+        ("output", f"output(%o : {t})"),
+        ("lse", f"lse(%l : {tl})"),
+    ):
+        fns.append(
+            f"func.func @{name}(%q: {t}, %k: {t}, %v: {t}, %g: {t}) -> ({t}, {t}, {t}) {{\n"
+            f"  %o, %l = ragged.attention %q, %k, %v {{{attrs}}} : {t} lse {tl}\n"
+            f"  %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g {kept} {{{attrs}}} : {t}\n"
+            f"  return %dq, %dk, %dv : {t}, {t}, {t}\n}}"
+        )
+    return "\n".join(fns)
+
+
+#: (heads, head size, buckets, causal): the default ladder, and the exact
+#: forward's setting, under which an attention returning its lse takes the
+#: default ladder too.
+SAVED_CASES = {
+    "h2d4-buckets3-causal": (2, 4, 3, True),
+    "h1d11-buckets3-full": (1, 11, 3, False),
+    "h2d4-exact_forward-full": (2, 4, 0, False),
+}
+
+
+def _saved_compiled(heads: int, d: int, buckets: int, causal: bool):
+    key = ("saved", heads, d, buckets, causal)
+    if key not in _CACHE:
+        options = CompileOptions(attention_buckets=buckets, iree_attention=False, iree_flags=_NO_PEEL)
+        _CACHE[key] = ragged_mlir.compile(_saved_module(heads, d, causal), options=options)
+    return _CACHE[key]
+
+
+def ref_forward(q, k, v, scale, causal):
+    """fp64 (output, lse [L, H, 1]) of one item [L, H, d]."""
+    if len(q) == 0:
+        return np.zeros_like(q, np.float64), np.zeros((0, q.shape[1], 1))
+    qt, kt, vt = (torch.tensor(np.asarray(x, np.float64)).transpose(0, 1) for x in (q, k, v))
+    s = scale * qt @ kt.transpose(1, 2)
+    if causal:
+        s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
+    out = torch.softmax(s, -1) @ vt
+    return out.transpose(0, 1).numpy(), torch.logsumexp(s, -1).transpose(0, 1).unsqueeze(-1).numpy()
+
+
+@pytest.mark.parametrize("heads,d,ladder,causal", list(SAVED_CASES.values()), ids=list(SAVED_CASES.keys()))
+def test_forward_lse_and_saved_grads(ragged, rng, lengths, heads, d, ladder, causal):
+    """ragged.attention's lse result, and ragged.attention_grad from the
+    forward's output and lse (together and each alone), against fp64."""
+    m = _saved_compiled(heads, d, ladder, causal)
+    (q, qs), (k, ks), (v, vs), (g, gs) = (ragged(rng, lengths, (heads, d), -2, 2) for _ in range(4))
+    before = [np.array(x.values) for x in (q, k, v, g)]
+    out, lse = m.forward(q, k, v)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    tol = dict(rtol=1e-4, atol=2e-5 * math.sqrt(max([*lengths, 1])))
+    for b, item in enumerate(zip(qs, ks, vs, strict=True)):
+        ref_out, ref_lse = ref_forward(*item, 0.35, causal)
+        rows = slice(offsets[b], offsets[b + 1])
+        np.testing.assert_allclose(np.asarray(out.values)[rows], ref_out, err_msg=f"output, item {b}", **tol)
+        np.testing.assert_allclose(np.asarray(lse.values)[rows], ref_lse, err_msg=f"lse, item {b}", **tol)
+    refs = [ref_grads(*item, 0.35, causal) for item in zip(qs, ks, vs, gs, strict=True)]
+    for fn in (m.both, m.output, m.lse):
+        _check(fn(q, k, v, g), refs, lengths)
+    for x, was in zip((q, k, v, g), before, strict=True):
+        np.testing.assert_array_equal(x.values, was)

@@ -233,10 +233,19 @@ def _segment_softmax(em: Emitter, node: fx.Node) -> ir.Value:
 def _attention(em: Emitter, node: fx.Node) -> ir.Value:
     q, k, v, offsets, scale, causal = node.args
     packed = [em.pack(x, offsets) for x in (q, k, v)]
-    out = rd.attention(
-        *packed, scale=_float(scale, ir.F64Type.get()), causal=ir.UnitAttr.get() if causal else None
-    )
+    out = rd.attention(packed[0].type, None, *packed, **_attention_attrs(scale, causal))
     return em.unpack(out, node)
+
+
+@lowering(torch.ops.ragged.attention_lse.default, "attention and its log-sum-exp per query row and head")
+def _attention_lse(em: Emitter, node: fx.Node) -> tuple[ir.Value, ...]:
+    q, k, v, offsets, scale, causal = node.args
+    packed = [em.pack(x, offsets) for x in (q, k, v)]
+    rt = rd.RaggedTensorType(packed[0].type)
+    heads = rt.dense_dims[0]
+    lse_type = rd.RaggedTensorType.get(None, [rd.Ragged(em.symbol(offsets)), heads, 1], rt.element_type)
+    out, lse = rd.attention(packed[0].type, lse_type, *packed, **_attention_attrs(scale, causal))
+    return tuple(em.unpack_as(r, val) for r, val in zip((out, lse), value_of(node), strict=True))
 
 
 @lowering(
@@ -244,12 +253,21 @@ def _attention(em: Emitter, node: fx.Node) -> ir.Value:
     "the gradients (q, k, v) of attention given its output's (ragged.attention_grad)",
 )
 def _attention_backward(em: Emitter, node: fx.Node) -> tuple[ir.Value, ...]:
-    grad, q, k, v, offsets, scale, causal = node.args
+    grad, q, k, v, offsets, scale, causal, *saved = node.args
+    saved = [*saved, None, None]
+    output, lse = node.kwargs.get("output", saved[0]), node.kwargs.get("lse", saved[1])
     packed = [em.pack(x, offsets) for x in (q, k, v, grad)]
     grads = rd.attention_grad(
-        *packed, scale=_float(scale, ir.F64Type.get()), causal=ir.UnitAttr.get() if causal else None
+        *packed,
+        output=None if output is None else em.pack(output, offsets),
+        lse=None if lse is None else em.pack(lse, offsets),
+        **_attention_attrs(scale, causal),
     )
     return tuple(em.unpack_as(g, val) for g, val in zip(grads, value_of(node), strict=True))
+
+
+def _attention_attrs(scale, causal) -> dict:
+    return {"scale": _float(scale, ir.F64Type.get()), "causal": ir.UnitAttr.get() if causal else None}
 
 
 @lowering(torch.ops.ragged.to_padded.default, "packed rows as [B, length, ...], padding after each item")

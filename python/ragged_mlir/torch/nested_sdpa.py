@@ -53,6 +53,14 @@ def _ragged_attention(
         raise ValueError(f"{fname}: query and key head sizes differ ({q.shape[-1]} vs {k.shape[-1]})")
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
+    if (
+        _is_compiling()
+        and torch.is_grad_enabled()
+        and (q.requires_grad or k.requires_grad or v.requires_grad)
+    ):
+        # A compiled training forward keeps its log-sum-exp for the gradient
+        # (eagerly, the gradient recomputes everything anyway).
+        return torch.ops.ragged.attention_lse(q, k, v, offsets, float(scale), bool(causal))[0]
     return torch.ops.ragged.attention(q, k, v, offsets, float(scale), bool(causal))
 
 

@@ -137,6 +137,38 @@ def _(query, key, value, offsets, scale, causal):
     return torch.empty_like(query)
 
 
+@torch.library.custom_op("ragged::attention_lse", mutates_args=())
+def attention_lse(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    offsets: torch.Tensor,
+    scale: float,
+    causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`attention` and the log-sum-exp of each query row's scaled
+    logits, ``[rows, heads, 1]``: what a training forward keeps for
+    :func:`attention_backward`, which then reduces over no key pairs."""
+    out = torch.empty_like(query)
+    lse = query.new_empty(query.shape[0], query.shape[1], 1)
+    bounds = offsets.tolist()
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        if a == b:
+            continue
+        q, k, v = (t[a:b].transpose(0, 1) for t in (query, key, value))
+        s = scale * (q @ k.transpose(1, 2))
+        if causal:
+            s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
+        out[a:b] = (torch.softmax(s, dim=-1) @ v).transpose(0, 1)
+        lse[a:b] = torch.logsumexp(s, dim=-1).transpose(0, 1).unsqueeze(-1)
+    return out, lse
+
+
+@attention_lse.register_fake
+def _(query, key, value, offsets, scale, causal):
+    return torch.empty_like(query), query.new_empty(query.shape[0], query.shape[1], 1)
+
+
 @torch.library.custom_op("ragged::to_padded", mutates_args=())
 def to_padded(values: torch.Tensor, offsets: torch.Tensor, length: int, padding: float) -> torch.Tensor:
     """Packed rows ``[rows, ...]`` as ``[B, length, ...]``; slots past an
@@ -233,9 +265,14 @@ def attention_backward(
     offsets: torch.Tensor,
     scale: float,
     causal: bool,
+    output: torch.Tensor | None = None,
+    lse: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The gradients (query, key, value) of :func:`attention` given the
-    gradient ``grad`` of its output (``ragged.attention_grad``)."""
+    gradient ``grad`` of its output (``ragged.attention_grad``). The
+    forward's ``output`` and ``lse`` (:func:`attention_lse`), where given,
+    spare the compiled gradient its reductions over key pairs; eagerly,
+    everything is recomputed."""
     grads = [torch.zeros_like(t) for t in (query, key, value)]
     bounds = offsets.tolist()
     for a, b in zip(bounds[:-1], bounds[1:], strict=False):
@@ -258,7 +295,7 @@ def attention_backward(
 
 
 @attention_backward.register_fake
-def _(grad, query, key, value, offsets, scale, causal):
+def _(grad, query, key, value, offsets, scale, causal, output=None, lse=None):
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
 
@@ -276,6 +313,25 @@ def _attention_backward(ctx, grad):
 
 
 attention.register_autograd(_attention_backward, setup_context=_attention_setup)
+
+
+def _attention_lse_setup(ctx, inputs, output):
+    query, key, value, offsets, scale, causal = inputs
+    out, lse = output
+    ctx.scale, ctx.causal = scale, causal
+    ctx.mark_non_differentiable(lse)
+    ctx.save_for_backward(query, key, value, offsets, out, lse)
+
+
+def _attention_lse_backward(ctx, grad, _grad_lse):
+    query, key, value, offsets, out, lse = ctx.saved_tensors
+    dq, dk, dv = attention_backward(
+        grad.contiguous(), query, key, value, offsets, ctx.scale, ctx.causal, out, lse
+    )
+    return dq, dk, dv, None, None, None
+
+
+attention_lse.register_autograd(_attention_lse_backward, setup_context=_attention_lse_setup)
 
 
 def _to_padded_setup(ctx, inputs, output):

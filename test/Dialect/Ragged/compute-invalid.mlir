@@ -480,7 +480,34 @@ func.func @attention_grad_layout(%q: !ragged.tensor<?, [L], 8, f32>) {
 // attention_grad: the gradient of the output has the query's type (its partition too).
 func.func @attention_grad_partition(%q: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [M], 2, 4, f32>) {
   // expected-error @+1 {{'ragged.attention_grad' op failed to verify that all of {query, key, value, grad, query_grad, key_grad, value_grad} have same type}}
-  %dq, %dk, %dv = "ragged.attention_grad"(%q, %q, %q, %g) : (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [M], 2, 4, f32>) -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>)
+  %dq, %dk, %dv = "ragged.attention_grad"(%q, %q, %q, %g) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [M], 2, 4, f32>) -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>)
+  return
+}
+
+// -----
+
+// attention_grad: the forward's output has the query's type.
+func.func @attention_grad_output(%q: !ragged.tensor<?, [L], 2, 4, f32>, %o: !ragged.tensor<?, [L], 2, 8, f32>) {
+  // expected-error @+1 {{'ragged.attention_grad' op output type must be '!ragged.tensor<?, [L], 2, 4, f32>', got '!ragged.tensor<?, [L], 2, 8, f32>'}}
+  %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %q output(%o : !ragged.tensor<?, [L], 2, 8, f32>) : !ragged.tensor<?, [L], 2, 4, f32>
+  return
+}
+
+// -----
+
+// attention_grad: lse holds one value per query row and head.
+func.func @attention_grad_lse(%q: !ragged.tensor<?, [L], 2, 4, f32>, %l: !ragged.tensor<?, [L], 2, f32>) {
+  // expected-error @+1 {{'ragged.attention_grad' op lse type must be '!ragged.tensor<?, [L], 2, 1, f32>', got '!ragged.tensor<?, [L], 2, f32>'}}
+  %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %q lse(%l : !ragged.tensor<?, [L], 2, f32>) : !ragged.tensor<?, [L], 2, 4, f32>
+  return
+}
+
+// -----
+
+// attention: its lse result holds one value per query row and head.
+func.func @attention_lse(%q: !ragged.tensor<?, [L], 2, 4, f32>) {
+  // expected-error @+1 {{'ragged.attention' op lse type must be '!ragged.tensor<?, [L], 2, 1, f32>', got '!ragged.tensor<?, [L], 2, 4, f32>'}}
+  %o, %l = ragged.attention %q, %q, %q : !ragged.tensor<?, [L], 2, 4, f32> lse !ragged.tensor<?, [L], 2, 4, f32>
   return
 }
 

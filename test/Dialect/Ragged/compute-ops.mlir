@@ -305,6 +305,24 @@ func.func @attention_grad(%q: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.ten
   return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
 }
 
+// CHECK-LABEL: func.func @attention_saved
+// CHECK-SAME:    (%[[Q:.*]]: !ragged.tensor<?, [L], 2, 4, f32>, %[[G:.*]]: !ragged.tensor<?, [L], 2, 4, f32>)
+// CHECK-NEXT:    %[[O:.*]], %[[L:.*]] = ragged.attention %[[Q]], %[[Q]], %[[Q]] {causal}
+// CHECK-SAME:      : !ragged.tensor<?, [L], 2, 4, f32> lse !ragged.tensor<?, [L], 2, 1, f32>
+// CHECK-NEXT:    %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = ragged.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[G]]
+// CHECK-SAME:      output(%[[O]] : !ragged.tensor<?, [L], 2, 4, f32>) lse(%[[L]] : !ragged.tensor<?, [L], 2, 1, f32>) {causal}
+// CHECK-NEXT:    %{{.*}}, %{{.*}}, %{{.*}} = ragged.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[G]]
+// CHECK-SAME:      output(%[[O]] : !ragged.tensor<?, [L], 2, 4, f32>) {causal}
+func.func @attention_saved(%q: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [L], 2, 4, f32>)
+    -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>) {
+  %o, %l = ragged.attention %q, %q, %q {causal} : !ragged.tensor<?, [L], 2, 4, f32> lse !ragged.tensor<?, [L], 2, 1, f32>
+  %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %g output(%o : !ragged.tensor<?, [L], 2, 4, f32>)
+      lse(%l : !ragged.tensor<?, [L], 2, 1, f32>) {causal} : !ragged.tensor<?, [L], 2, 4, f32>
+  %dq2, %dk2, %dv2 = ragged.attention_grad %q, %q, %q, %g output(%o : !ragged.tensor<?, [L], 2, 4, f32>) {causal}
+      : !ragged.tensor<?, [L], 2, 4, f32>
+  return %dq, %dk, %dv2 : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
+}
+
 //===----------------------------------------------------------------------===//
 // ragged.gather
 //===----------------------------------------------------------------------===//

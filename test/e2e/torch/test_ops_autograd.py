@@ -57,3 +57,25 @@ def test_attention_grad(lens, causal):
     torch.autograd.gradcheck(
         lambda a, b, c: torch.ops.ragged.attention(a, b, c, offsets, 0.5, causal), (q, k, v)
     )
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("lens", SMALL)
+def test_attention_lse(lens, causal):
+    """attention_lse: attention's output, each query row's log-sum-exp, and
+    the output's gradient through the backward that takes both."""
+    items, offsets = packed(lens, (2, 3))
+    q, k, v = (torch.cat(items).clone().requires_grad_() for _ in range(3))
+    k.data.mul_(0.5)
+    out, lse = torch.ops.ragged.attention_lse(q, k, v, offsets, 0.5, causal)
+    torch.testing.assert_close(out, torch.ops.ragged.attention(q, k, v, offsets, 0.5, causal))
+    bounds = offsets.tolist()
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        s = 0.5 * q[a:b].transpose(0, 1) @ k[a:b].transpose(0, 1).transpose(1, 2)
+        if causal:
+            s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
+        torch.testing.assert_close(lse[a:b], torch.logsumexp(s, -1).transpose(0, 1).unsqueeze(-1))
+    assert not lse.requires_grad
+    torch.autograd.gradcheck(
+        lambda a, b, c: torch.ops.ragged.attention_lse(a, b, c, offsets, 0.5, causal)[0], (q, k, v)
+    )

@@ -106,6 +106,10 @@ def test_transformer_encoder_layer_gradients(encoder_layer, encoder_run, case):
         np.testing.assert_allclose(got.numpy(), want.numpy(), err_msg=f"input item {b}", **TOL)
     graphs = backward_graphs(debug)
     assert graphs and all("ragged.attention_backward" in g for g in graphs)
+    # The gradient reads the forward's output and lse: no reductions over key pairs.
+    for d in backward_dirs(debug):
+        ragged_ir = (d / "ragged.mlir").read_text()
+        assert re.search(r"ragged\.attention_grad .* output\(.* lse\(", ragged_ir), d
 
 
 def host_function(flow: str) -> str:
