@@ -137,6 +137,15 @@ def _(query, key, value, offsets, scale, causal):
     return torch.empty_like(query)
 
 
+def _item_logits(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool) -> torch.Tensor:
+    """One item's scaled logits ``[H, L, L]`` from ``[H, L, d]`` heads, the
+    future at -inf when causal."""
+    s = scale * (q @ k.transpose(1, 2))
+    if causal:
+        s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
+    return s
+
+
 @torch.library.custom_op("ragged::attention_lse", mutates_args=())
 def attention_lse(
     query: torch.Tensor,
@@ -156,9 +165,7 @@ def attention_lse(
         if a == b:
             continue
         q, k, v = (t[a:b].transpose(0, 1) for t in (query, key, value))
-        s = scale * (q @ k.transpose(1, 2))
-        if causal:
-            s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
+        s = _item_logits(q, k, scale, causal)
         out[a:b] = (torch.softmax(s, dim=-1) @ v).transpose(0, 1)
         lse[a:b] = torch.logsumexp(s, dim=-1).transpose(0, 1).unsqueeze(-1)
     return out, lse
@@ -281,10 +288,7 @@ def attention_backward(
         # Per item and head [H, L, d]: P recomputed, then dV = Pᵀ dO,
         # dS = P (dO Vᵀ - rowsum(P dO Vᵀ)), dQ = scale dS K, dK = scale dSᵀ Q.
         q, k, v, do = (t[a:b].transpose(0, 1) for t in (query, key, value, grad))
-        s = scale * (q @ k.transpose(1, 2))
-        if causal:
-            s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
-        p = torch.softmax(s, dim=-1)
+        p = torch.softmax(_item_logits(q, k, scale, causal), dim=-1)
         dp = do @ v.transpose(1, 2)
         ds = p * (dp - (p * dp).sum(-1, keepdim=True))
         for g, d in zip(
