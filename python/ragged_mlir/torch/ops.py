@@ -110,6 +110,15 @@ def _(values, offsets):
     return torch.empty_like(values)
 
 
+def _item_heads(offsets: torch.Tensor, *tensors: torch.Tensor):
+    """``(a, b, views)`` for each non-empty item, rows ``[a, b)``: the
+    item's rows of each packed ``[rows, H, d]`` tensor as ``[H, L, d]``."""
+    bounds = offsets.tolist()
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        if a < b:
+            yield a, b, [t[a:b].transpose(0, 1) for t in tensors]
+
+
 @torch.library.custom_op("ragged::attention", mutates_args=())
 def attention(
     query: torch.Tensor,
@@ -121,11 +130,7 @@ def attention(
 ) -> torch.Tensor:
     """softmax(scale q kᵀ [+ causal]) v per item and head on ``[rows, heads, d]``."""
     out = torch.empty_like(query)
-    bounds = offsets.tolist()
-    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
-        if a == b:
-            continue
-        q, k, v = (t[a:b].transpose(0, 1) for t in (query, key, value))
+    for a, b, (q, k, v) in _item_heads(offsets, query, key, value):
         out[a:b] = torch.nn.functional.scaled_dot_product_attention(
             q, k, v, is_causal=causal, scale=scale
         ).transpose(0, 1)
@@ -160,11 +165,7 @@ def attention_lse(
     :func:`attention_backward`, which then reduces over no key pairs."""
     out = torch.empty_like(query)
     lse = query.new_empty(query.shape[0], query.shape[1], 1)
-    bounds = offsets.tolist()
-    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
-        if a == b:
-            continue
-        q, k, v = (t[a:b].transpose(0, 1) for t in (query, key, value))
+    for a, b, (q, k, v) in _item_heads(offsets, query, key, value):
         s = _item_logits(q, k, scale, causal)
         out[a:b] = (torch.softmax(s, dim=-1) @ v).transpose(0, 1)
         lse[a:b] = torch.logsumexp(s, dim=-1).transpose(0, 1).unsqueeze(-1)
@@ -281,13 +282,9 @@ def attention_backward(
     spare the compiled gradient its reductions over key pairs; eagerly,
     everything is recomputed."""
     grads = [torch.zeros_like(t) for t in (query, key, value)]
-    bounds = offsets.tolist()
-    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
-        if a == b:
-            continue
+    for a, b, (q, k, v, do) in _item_heads(offsets, query, key, value, grad):
         # Per item and head [H, L, d]: P recomputed, then dV = Pᵀ dO,
         # dS = P (dO Vᵀ - rowsum(P dO Vᵀ)), dQ = scale dS K, dK = scale dSᵀ Q.
-        q, k, v, do = (t[a:b].transpose(0, 1) for t in (query, key, value, grad))
         p = torch.softmax(_item_logits(q, k, scale, causal), dim=-1)
         dp = do @ v.transpose(1, 2)
         ds = p * (dp - (p * dp).sum(-1, keepdim=True))
