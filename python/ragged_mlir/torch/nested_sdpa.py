@@ -23,6 +23,7 @@ from the query's and several ragged dims run item by item (eager only).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,10 @@ from .nested_tensor import NestedTensor, _is_compiling
 __all__ = ["mha_handler", "sdpa_handler"]
 
 _FNAME = "scaled_dot_product_attention"
+
+#: A compiled training forward keeps attention's log-sum-exp for the
+#: gradient (docs/torch.md); ``RAGGED_ATTENTION_LSE=0`` recomputes it there.
+KEEP_LSE = os.environ.get("RAGGED_ATTENTION_LSE", "1") != "0"
 
 
 def _ragged_attention(
@@ -54,7 +59,8 @@ def _ragged_attention(
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     if (
-        _is_compiling()
+        KEEP_LSE
+        and _is_compiling()
         and torch.is_grad_enabled()
         and (q.requires_grad or k.requires_grad or v.requires_grad)
     ):

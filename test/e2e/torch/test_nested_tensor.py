@@ -28,6 +28,7 @@ torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from ragged_mlir.torch import nested_sdpa  # noqa: E402
 from ragged_mlir.torch.nested import NestedTensor  # noqa: E402
 
 D = 8
@@ -911,7 +912,7 @@ class EncoderBlock(nn.Module):
         return x.mean(dim=1)
 
 
-def test_dynamo_one_graph_no_breaks(rng):
+def test_dynamo_one_graph_no_breaks(rng, monkeypatch):
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = EncoderBlock().eval()
@@ -928,6 +929,12 @@ def test_dynamo_one_graph_no_breaks(rng):
     assert "ragged.attention" in {
         str(n.target).removesuffix(".default") for g in explain.graphs for n in g.graph.nodes
     }
+    # RAGGED_ATTENTION_LSE=0 (read at import into KEEP_LSE): recomputed.
+    monkeypatch.setattr(nested_sdpa, "KEEP_LSE", False)
+    torch._dynamo.reset()
+    explain = torch._dynamo.explain(model)(x)
+    ops = {str(n.target).removesuffix(".default") for g in explain.graphs for n in g.graph.nodes}
+    assert "ragged.attention" in ops and "ragged.attention_lse" not in ops
     compiled = torch.compile(model, backend="eager", fullgraph=True)
     for lengths in ([3, 0, 7, 1], [5, 2], [9]):
         x = NestedTensor(make_items(rng, lengths, trailing=(16,)))
