@@ -189,7 +189,7 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
     SmallVector<Value> outs = bucketedRows(
         rewriter, loc, {q.values, adaptor.getKey().front(), adaptor.getValue().front()}, q.partitions.front(),
         kernel, lse ? 2 : 1, [&](OpBuilder &b, Location l, ArrayRef<Value> blocks, Value mask) {
-          return linalgAttentionWithLse(b, l, blocks[0], blocks[1], blocks[2], mask, shape, lse);
+          return linalgAttention(b, l, blocks[0], blocks[1], blocks[2], mask, shape, lse);
         });
     SmallVector<SmallVector<Value>> results{Packed{q.type, outs[0], q.partitions}.flatten(rewriter, loc)};
     if (lse)

@@ -605,8 +605,8 @@ Value pairsTimesRows(OpBuilder &b, Location loc, const BlockMaps &m, Value w, Va
 
 } // namespace
 
-SmallVector<Value> lowering::linalgAttentionWithLse(OpBuilder &b, Location loc, Value qBlock, Value kBlock,
-                                                    Value vBlock, Value keyMask, const AttnShape &blk, bool lse) {
+SmallVector<Value> lowering::linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
+                                             Value keyMask, const AttnShape &blk, bool lse) {
   BlockMaps m{b.getContext()};
   PairShapes p = pairShapes(b, loc, qBlock);
   BlockSoftmax sm = blockSoftmax(b, loc, m, p, qBlock, kBlock, keyMask, blk);
@@ -634,11 +634,6 @@ SmallVector<Value> lowering::linalgAttentionWithLse(OpBuilder &b, Location loc, 
                                           .getResult();
                                     }));
   return results;
-}
-
-Value lowering::linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
-                                Value keyMask, const AttnShape &blk) {
-  return linalgAttentionWithLse(b, loc, qBlock, kBlock, vBlock, keyMask, blk, /*lse=*/false).front();
 }
 
 SmallVector<Value> lowering::linalgAttentionGrad(OpBuilder &b, Location loc, Value qBlock, Value kBlock,

@@ -96,14 +96,11 @@ SmallVector<Value> linalgAttentionGrad(OpBuilder &b, Location loc, Value qBlock,
 /// item and head), so no transposes are materialised, and having two
 /// batch dims they stay plain contractions, which IREE tiles for the CPU
 /// without data tiling (it data-tiles only single-batch contractions).
-/// Scores [n, H, S, S] are materialised; masked keys get -inf.
-Value linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock, Value keyMask,
-                      const AttnShape &blk);
-
-/// linalgAttention's output and, with `lse`, the log-sum-exp of each query
-/// slot's logits [n, S, H, 1] (ragged.attention's `lse` result).
-SmallVector<Value> linalgAttentionWithLse(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
-                                          Value keyMask, const AttnShape &blk, bool lse);
+/// Scores [n, H, S, S] are materialised; masked keys get -inf. Returns the
+/// output block and, with `lse`, the log-sum-exp of each query slot's
+/// logits [n, S, H, 1] (ragged.attention's `lse` result).
+SmallVector<Value> linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
+                                   Value keyMask, const AttnShape &blk, bool lse);
 
 } // namespace mlir::ragged::lowering
 
