@@ -556,6 +556,20 @@ Value pairDots(OpBuilder &b, Location loc, const BlockMaps &m, const PairShapes 
                     {par, par, par, par, red}, mulAdd);
 }
 
+/// The scaled logit of score `s` in a generic over pairs (b, h, i, j), -inf
+/// where key j is masked (`keyOk` false) or, when causal, in query i's
+/// future.
+Value maskedLogit(OpBuilder &nb, Location l, Value s, Value keyOk, const AttnShape &blk) {
+  if (blk.causal)
+    keyOk = arith::AndIOp::create(nb, l, keyOk,
+                                  arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule,
+                                                        linalg::IndexOp::create(nb, l, 3), linalg::IndexOp::create(nb, l, 2)));
+  Value scaled = arith::MulFOp::create(nb, l, s, floatConst(nb, l, blk.elem, blk.scale));
+  return arith::SelectOp::create(nb, l, keyOk, scaled,
+                                 floatConst(nb, l, blk.elem, -std::numeric_limits<double>::infinity()))
+      .getResult();
+}
+
 BlockSoftmax blockSoftmax(OpBuilder &b, Location loc, const BlockMaps &m, const PairShapes &p, Value qBlock,
                           Value kBlock, Value keyMask, const AttnShape &blk) {
   Type elem = blk.elem;
@@ -564,14 +578,7 @@ BlockSoftmax blockSoftmax(OpBuilder &b, Location loc, const BlockMaps &m, const 
   Value scores = pairDots(b, loc, m, p, elem, qBlock, kBlock);
   // Masked, scaled logits: keys past the item's length (and the future,
   // when causal) get -inf. Loops (b, h, i, j).
-  auto logit = [&](OpBuilder &nb, Location l, Value s, Value ok) {
-    if (blk.causal)
-      ok = arith::AndIOp::create(nb, l, ok,
-                                 arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, linalg::IndexOp::create(nb, l, 3),
-                                                       linalg::IndexOp::create(nb, l, 2)));
-    Value scaled = arith::MulFOp::create(nb, l, s, floatConst(nb, l, elem, blk.scale));
-    return arith::SelectOp::create(nb, l, ok, scaled, ninf).getResult();
-  };
+  auto logit = [&](OpBuilder &nb, Location l, Value s, Value ok) { return maskedLogit(nb, l, s, ok, blk); };
   Value maxInit = linalg::FillOp::create(b, loc, ninf, emptyTensor(b, loc, p.rows, elem, p.rowDyn)).getResult(0);
   Value maxima = structured(b, loc, maxInit, {scores, keyMask}, {m.all4(), m.key4(), m.row4()}, {par, par, par, red},
                             [&](OpBuilder &nb, Location l, ValueRange a) {
@@ -648,22 +655,17 @@ SmallVector<Value> lowering::linalgAttentionGrad(OpBuilder &b, Location loc, Val
   // adds nothing to dV or dK.
   Value probs;
   if (lseBlock) {
-    // P = exp(scale * q k - lse): an elementwise consumer of the scores,
-    // which IREE fuses into their contraction.
+    // P = exp(logit - lse) (0 for a masked key: its logit is -inf and lse
+    // finite): an elementwise consumer of the scores, which IREE fuses into
+    // their contraction.
     Value scores = pairDots(b, loc, m, p, elem, qBlock, kBlock);
     AffineMap lseOf = m.map4({m.d(0), m.d(2), m.d(1), getAffineConstantExpr(0, b.getContext())});
     probs = structured(b, loc, emptyTensor(b, loc, p.pairs, elem, p.pairDyn), {scores, mask, mask, lseBlock},
                        {m.all4(), m.key4(), m.query4(), lseOf, m.all4()}, {par, par, par, par},
                        [&](OpBuilder &nb, Location l, ValueRange a) {
-                         Value ok = arith::AndIOp::create(nb, l, a[1], a[2]);
-                         if (blk.causal)
-                           ok = arith::AndIOp::create(
-                               nb, l, ok,
-                               arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, linalg::IndexOp::create(nb, l, 3),
-                                                     linalg::IndexOp::create(nb, l, 2)));
-                         Value logit = arith::MulFOp::create(nb, l, a[0], scale);
+                         Value logit = maskedLogit(nb, l, a[0], a[1], blk);
                          Value pr = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, logit, a[3]));
-                         return arith::SelectOp::create(nb, l, ok, pr, zero).getResult();
+                         return arith::SelectOp::create(nb, l, a[2], pr, zero).getResult();
                        });
   } else {
     // P = weights / sums, recomputed.
