@@ -69,6 +69,10 @@ void populateRaggedAttentionToIreePatterns(RewritePatternSet &patterns);
 /// and arithmetic, to a few ulps (`ragged-expand-math`).
 void populateExpandF64MathPatterns(RewritePatternSet &patterns);
 
+/// Patterns reading an element of an `expand_shape` or `extract_slice`
+/// from its source (`ragged-fold-view-reads`).
+void populateFoldViewReadsPatterns(RewritePatternSet &patterns);
+
 /// The pattern of ragged-split-dynamic-contractions: a float contraction with
 /// static M and N and a dynamic K as a batch contraction over K chunks of
 /// `chunk` rows (static K), then a sum of the partials.

@@ -170,6 +170,37 @@ def SplitDynamicContractionsPass
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FoldViewReadsPass : Pass<"ragged-fold-view-reads"> {
+  let summary = "Reads elements of reshaped and sliced tensors from their source";
+  let description = [{
+    The lowering's gathers read single elements (`tensor.extract` in a
+    `linalg.generic` body) of values that are often views: attention's q, k
+    and v are column slices of one in-projection, reshaped to [rows, H, d].
+    IREE materialises a strided slice that a dispatch reads as a copy of its
+    own. This pass reads such an element from the viewed tensor instead: an
+    `expand_shape`'s index groups are linearised over the expanded sizes, an
+    `extract_slice`'s indices become offset + index * stride. Run it after
+    inlining, so that views made in one function and read in another meet.
+
+    Before:
+    ```mlir
+    %k = tensor.extract_slice %qkv[0, 384] [%n, 384] [1, 1]
+        : tensor<?x1152xf32> to tensor<?x384xf32>
+    %kh = tensor.expand_shape %k [[0], [1, 2]] output_shape [%n, 12, 32]
+        : tensor<?x384xf32> into tensor<?x12x32xf32>
+    %x = tensor.extract %kh[%r, %h, %c] : tensor<?x12x32xf32>
+    ```
+    After:
+    ```mlir
+    %hc = arith.addi (%h * 32), %c : index
+    %col = arith.addi %c384, %hc : index
+    %x = tensor.extract %qkv[%r, %col] : tensor<?x1152xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def ExpandMathPass : Pass<"ragged-expand-math"> {
   let summary = "Expands the f64 math ops IREE's CPU backend cannot lower";
   let description = [{

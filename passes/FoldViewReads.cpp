@@ -1,0 +1,98 @@
+//===- FoldViewReads.cpp - element reads through reshapes and slices ------===//
+//
+// The lowering's gathers read single elements (`tensor.extract` in a
+// linalg body) of values that are often views: attention's q, k and v are
+// column slices of one in-projection, reshaped to [rows, H, d]. IREE
+// materialises a strided slice that a dispatch reads as a copy of its own;
+// reading the element from the viewed tensor costs an index computation
+// instead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::ragged {
+#define GEN_PASS_DEF_FOLDVIEWREADSPASS
+#include "passes/Passes.h.inc"
+} // namespace mlir::ragged
+
+using namespace mlir;
+
+namespace {
+
+/// `tensor.extract` of a `tensor.expand_shape`: each group of indices,
+/// linearised over the expanded sizes, indexes the source.
+struct ExtractOfExpandShape : OpRewritePattern<tensor::ExtractOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::ExtractOp op, PatternRewriter &rewriter) const override {
+    auto expand = op.getTensor().getDefiningOp<tensor::ExpandShapeOp>();
+    if (!expand)
+      return rewriter.notifyMatchFailure(op, "not a read of an expand_shape");
+    Location loc = op.getLoc();
+    SmallVector<OpFoldResult> sizes = expand.getMixedOutputShape();
+    SmallVector<Value> indices;
+    for (const ReassociationIndices &group : expand.getReassociationIndices()) {
+      Value at = op.getIndices()[group.front()];
+      for (int64_t dim : ArrayRef(group).drop_front()) {
+        Value size = getValueOrCreateConstantIndexOp(rewriter, loc, sizes[dim]);
+        at = arith::AddIOp::create(rewriter, loc, arith::MulIOp::create(rewriter, loc, at, size),
+                                   op.getIndices()[dim]);
+      }
+      indices.push_back(at);
+    }
+    rewriter.replaceOpWithNewOp<tensor::ExtractOp>(op, expand.getSrc(), indices);
+    return success();
+  }
+};
+
+/// `tensor.extract` of a `tensor.extract_slice`: the source is read at the
+/// slice's offset plus the index times its stride (at the offset alone in a
+/// dim the slice drops).
+struct ExtractOfExtractSlice : OpRewritePattern<tensor::ExtractOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::ExtractOp op, PatternRewriter &rewriter) const override {
+    auto slice = op.getTensor().getDefiningOp<tensor::ExtractSliceOp>();
+    if (!slice)
+      return rewriter.notifyMatchFailure(op, "not a read of an extract_slice");
+    Location loc = op.getLoc();
+    llvm::SmallBitVector dropped = slice.getDroppedDims();
+    SmallVector<OpFoldResult> offsets = slice.getMixedOffsets(), strides = slice.getMixedStrides();
+    SmallVector<Value> indices;
+    auto index = op.getIndices().begin();
+    for (size_t dim = 0; dim < offsets.size(); ++dim) {
+      Value offset = getValueOrCreateConstantIndexOp(rewriter, loc, offsets[dim]);
+      if (dropped.test(dim)) {
+        indices.push_back(offset);
+        continue;
+      }
+      Value step = *index++;
+      if (!isOneInteger(strides[dim]))
+        step = arith::MulIOp::create(rewriter, loc, step,
+                                     getValueOrCreateConstantIndexOp(rewriter, loc, strides[dim]));
+      indices.push_back(arith::AddIOp::create(rewriter, loc, offset, step));
+    }
+    rewriter.replaceOpWithNewOp<tensor::ExtractOp>(op, slice.getSource(), indices);
+    return success();
+  }
+};
+
+struct FoldViewReadsPass : ragged::impl::FoldViewReadsPassBase<FoldViewReadsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    ragged::populateFoldViewReadsPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::ragged::populateFoldViewReadsPatterns(RewritePatternSet &patterns) {
+  patterns.add<ExtractOfExpandShape, ExtractOfExtractSlice>(patterns.getContext());
+}

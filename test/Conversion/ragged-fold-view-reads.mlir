@@ -1,0 +1,63 @@
+// RUN: ragged-opt %s --ragged-fold-view-reads --canonicalize | FileCheck %s
+
+// A read of a column slice reshaped to heads reads the sliced tensor at
+// column 384 + h * 32 + c: no slice or reshape is left to copy.
+// CHECK-LABEL: func.func @slice_then_expand
+// CHECK-SAME:    (%[[QKV:.*]]: tensor<?x1152xf32>, %[[R:.*]]: index, %[[H:.*]]: index, %[[C:.*]]: index)
+// CHECK-NOT:     tensor.extract_slice
+// CHECK-NOT:     tensor.expand_shape
+// CHECK-DAG:     %[[C32:.*]] = arith.constant 32 : index
+// CHECK-DAG:     %[[C384:.*]] = arith.constant 384 : index
+// CHECK:         %[[HD:.*]] = arith.muli %[[H]], %[[C32]] : index
+// CHECK:         %[[HC:.*]] = arith.addi %[[HD]], %[[C]] : index
+// CHECK:         %[[COL:.*]] = arith.addi %[[HC]], %[[C384]] : index
+// CHECK:         %[[X:.*]] = tensor.extract %[[QKV]][%[[R]], %[[COL]]] : tensor<?x1152xf32>
+// CHECK:         return %[[X]]
+func.func @slice_then_expand(%qkv: tensor<?x1152xf32>, %r: index, %h: index, %c: index) -> f32 {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %qkv, %c0 : tensor<?x1152xf32>
+  %k = tensor.extract_slice %qkv[0, 384] [%n, 384] [1, 1] : tensor<?x1152xf32> to tensor<?x384xf32>
+  %kh = tensor.expand_shape %k [[0], [1, 2]] output_shape [%n, 12, 32] : tensor<?x384xf32> into tensor<?x12x32xf32>
+  %x = tensor.extract %kh[%r, %h, %c] : tensor<?x12x32xf32>
+  return %x : f32
+}
+
+// Inside a gather's body too, with a dynamic expanded size, a strided
+// slice and a dim the slice drops (read at its offset).
+// CHECK-LABEL: func.func @in_a_gather
+// CHECK-SAME:    (%[[SRC:.*]]: tensor<8x?x10xf32>, %[[ROWS:.*]]: tensor<4xindex>, %[[N:.*]]: index, %[[D:.*]]: index)
+// CHECK-NOT:     tensor.extract_slice
+// CHECK-NOT:     tensor.expand_shape
+// CHECK:         linalg.generic
+// CHECK:           %[[I:.*]] = linalg.index 1 : index
+// CHECK:           %[[ROW:.*]] = tensor.extract %[[ROWS]]
+// CHECK:           %[[IS:.*]] = arith.muli %[[ROW]], %[[D]] : index
+// CHECK:           %[[J:.*]] = arith.addi %[[IS]], %[[I]] : index
+// CHECK:           %[[J2:.*]] = arith.muli %[[J]], %{{.*}} : index
+// CHECK:           %[[COL:.*]] = arith.addi %[[J2]], %{{.*}} : index
+// CHECK:           tensor.extract %[[SRC]][%{{.*}}, %{{.*}}, %[[COL]]] : tensor<8x?x10xf32>
+func.func @in_a_gather(%src: tensor<8x?x10xf32>, %rows: tensor<4xindex>, %n: index, %d: index) -> tensor<4x?xf32> {
+  // Row 3, the n odd columns of the last dim, seen as [n / d, d].
+  %s = tensor.extract_slice %src[3, 0, 1] [1, 1, %n] [1, 1, 2] : tensor<8x?x10xf32> to tensor<?xf32>
+  %blocks = arith.divui %n, %d : index
+  %v = tensor.expand_shape %s [[0, 1]] output_shape [%blocks, %d] : tensor<?xf32> into tensor<?x?xf32>
+  %init = tensor.empty(%d) : tensor<4x?xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      outs(%init : tensor<4x?xf32>) {
+  ^bb0(%out: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %row = tensor.extract %rows[%i] : tensor<4xindex>
+    %x = tensor.extract %v[%row, %j] : tensor<?x?xf32>
+    linalg.yield %x : f32
+  } -> tensor<4x?xf32>
+  return %g : tensor<4x?xf32>
+}
+
+// A read of a value that is no view is left alone.
+// CHECK-LABEL: func.func @no_view
+// CHECK:         tensor.extract %arg0[%arg1] : tensor<?xf32>
+func.func @no_view(%x: tensor<?xf32>, %i: index) -> f32 {
+  %y = tensor.extract %x[%i] : tensor<?xf32>
+  return %y : f32
+}
