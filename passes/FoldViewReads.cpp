@@ -5,15 +5,22 @@
 // column slices of one in-projection, reshaped to [rows, H, d]. IREE
 // materialises a strided slice that a dispatch reads as a copy of its own;
 // reading the element from the viewed tensor costs an index computation
-// instead.
+// instead. The views are often made in a dense piece, a private function of
+// its own, and read in its caller: such calls are inlined first. (MLIR's
+// inliner pass cannot run here: it needs the symbol uses of every op, and an
+// unregistered op with regions, such as IREE's attention or torch-mlir's
+// scan, hides them.)
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/InliningUtils.h"
 
 namespace mlir::ragged {
 #define GEN_PASS_DEF_FOLDVIEWREADSPASS
@@ -82,8 +89,39 @@ struct ExtractOfExtractSlice : OpRewritePattern<tensor::ExtractOp> {
   }
 };
 
+/// Inlines every call of a private function whose ops can all be inlined,
+/// and erases the functions left without a use.
+void inlinePrivateCalls(ModuleOp module) {
+  SymbolTable symbols(module);
+  InlinerInterface interface(module.getContext());
+  auto moveOrClone = [](OpBuilder &, Region *src, Block *inlineBlock, Block *postInsertBlock, IRMapping &mapper,
+                        bool clone) {
+    Region *into = inlineBlock->getParent();
+    if (clone)
+      src->cloneInto(into, postInsertBlock->getIterator(), mapper);
+    else
+      into->getBlocks().splice(postInsertBlock->getIterator(), src->getBlocks(), src->begin(), src->end());
+  };
+  SmallVector<func::CallOp> calls;
+  module.walk([&](func::CallOp call) { calls.push_back(call); });
+  SetVector<func::FuncOp> callees;
+  for (func::CallOp call : calls) {
+    auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
+    if (!callee || !callee.isPrivate() || callee.isExternal())
+      continue;
+    if (failed(inlineCall(interface, moveOrClone, call, callee, &callee.getBody())))
+      continue;
+    call.erase();
+    callees.insert(callee);
+  }
+  for (func::FuncOp callee : callees)
+    if (SymbolTable::symbolKnownUseEmpty(callee, module))
+      callee.erase();
+}
+
 struct FoldViewReadsPass : ragged::impl::FoldViewReadsPassBase<FoldViewReadsPass> {
   void runOnOperation() override {
+    inlinePrivateCalls(getOperation());
     RewritePatternSet patterns(&getContext());
     ragged::populateFoldViewReadsPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

@@ -170,7 +170,7 @@ def SplitDynamicContractionsPass
                            "::mlir::tensor::TensorDialect"];
 }
 
-def FoldViewReadsPass : Pass<"ragged-fold-view-reads"> {
+def FoldViewReadsPass : Pass<"ragged-fold-view-reads", "ModuleOp"> {
   let summary = "Reads elements of reshaped and sliced tensors from their source";
   let description = [{
     The lowering's gathers read single elements (`tensor.extract` in a
@@ -179,8 +179,11 @@ def FoldViewReadsPass : Pass<"ragged-fold-view-reads"> {
     IREE materialises a strided slice that a dispatch reads as a copy of its
     own. This pass reads such an element from the viewed tensor instead: an
     `expand_shape`'s index groups are linearised over the expanded sizes, an
-    `extract_slice`'s indices become offset + index * stride. Run it after
-    inlining, so that views made in one function and read in another meet.
+    `extract_slice`'s indices become offset + index * stride. Views made in
+    a dense piece (a private function) are read in its caller, so the pass
+    first inlines the calls of private functions whose ops can be inlined
+    (MLIR's inliner pass needs every op's symbol uses, which an unregistered
+    op with regions, IREE's attention or torch-mlir's scan, hides).
 
     Before:
     ```mlir
@@ -198,6 +201,7 @@ def FoldViewReadsPass : Pass<"ragged-fold-view-reads"> {
     ```
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
                            "::mlir::tensor::TensorDialect"];
 }
 

@@ -47,11 +47,6 @@ void mlir::ragged::registerRaggedPipelines() {
         ConvertRaggedToLinalgPassOptions lowering;
         lowering.balanceTile = options.balanceTile;
         lowering.attentionBuckets = options.attentionBuckets;
-        // The dense pieces are functions of their own: inlined, the views
-        // they return meet the gathers that read them. First, while every
-        // op is registered: the inliner cannot see the symbol uses of an
-        // unregistered op with regions (IREE's attention).
-        pm.addPass(createInlinerPass());
         if (options.ireeAttention)
           pm.addPass(createRaggedAttentionToIreePass());
         pm.addPass(createConvertRaggedToLinalgPass(lowering));

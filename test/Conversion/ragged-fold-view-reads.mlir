@@ -1,4 +1,4 @@
-// RUN: ragged-opt %s --ragged-fold-view-reads --canonicalize | FileCheck %s
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-fold-view-reads --canonicalize --split-input-file | FileCheck %s
 
 // A read of a column slice reshaped to heads reads the sliced tensor at
 // column 384 + h * 32 + c: no slice or reshape is left to copy.
@@ -60,4 +60,51 @@ func.func @in_a_gather(%src: tensor<8x?x10xf32>, %rows: tensor<4xindex>, %n: ind
 func.func @no_view(%x: tensor<?xf32>, %i: index) -> f32 {
   %y = tensor.extract %x[%i] : tensor<?xf32>
   return %y : f32
+}
+
+// -----
+
+// The views of a dense piece meet their reader once its call is inlined;
+// the function, left without a call, goes.
+// CHECK-NOT:     func.func private @project
+// CHECK-LABEL: func.func @across_a_call
+// CHECK-NOT:     call
+// CHECK:         %[[P:.*]] = linalg.matmul
+// CHECK:         tensor.extract %[[P]][%{{.*}}, %{{.*}}] : tensor<?x96xf32>
+func.func private @project(%x: tensor<?x16xf32>, %w: tensor<16x96xf32>) -> tensor<?x4x8xf32> {
+  %c0 = arith.constant 0 : index
+  %cst = arith.constant 0.0 : f32
+  %n = tensor.dim %x, %c0 : tensor<?x16xf32>
+  %init = tensor.empty(%n) : tensor<?x96xf32>
+  %zero = linalg.fill ins(%cst : f32) outs(%init : tensor<?x96xf32>) -> tensor<?x96xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<?x16xf32>, tensor<16x96xf32>) outs(%zero : tensor<?x96xf32>) -> tensor<?x96xf32>
+  %k = tensor.extract_slice %p[0, 32] [%n, 32] [1, 1] : tensor<?x96xf32> to tensor<?x32xf32>
+  %kh = tensor.expand_shape %k [[0], [1, 2]] output_shape [%n, 4, 8] : tensor<?x32xf32> into tensor<?x4x8xf32>
+  return %kh : tensor<?x4x8xf32>
+}
+func.func @across_a_call(%x: tensor<?x16xf32>, %w: tensor<16x96xf32>, %r: index, %h: index, %c: index) -> f32 {
+  %kh = call @project(%x, %w) : (tensor<?x16xf32>, tensor<16x96xf32>) -> tensor<?x4x8xf32>
+  %y = tensor.extract %kh[%r, %h, %c] : tensor<?x4x8xf32>
+  return %y : f32
+}
+
+// -----
+
+// A function holding an op that cannot be inlined (unregistered) stays
+// called.
+// CHECK-LABEL: func.func private @opaque
+// CHECK:         "other.scan"
+// CHECK-LABEL: func.func @keeps_opaque_calls
+// CHECK:         call @opaque
+func.func private @opaque(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %y = "other.scan"(%x) ({
+  ^bb0(%a: f32):
+    "other.yield"(%a) : (f32) -> ()
+  }) : (tensor<?xf32>) -> tensor<?xf32>
+  return %y : tensor<?xf32>
+}
+func.func @keeps_opaque_calls(%x: tensor<?xf32>, %i: index) -> f32 {
+  %y = call @opaque(%x) : (tensor<?xf32>) -> tensor<?xf32>
+  %e = tensor.extract %y[%i] : tensor<?xf32>
+  return %e : f32
 }
