@@ -14,8 +14,11 @@
 // contraction back to [n, S, H, d] (the key loop innermost); the
 // normalisation. The buckets' outputs, concatenated, are the output slab
 // (IREE writes each attention's result in place there); finally each packed
-// row is read back from it, its slab row read with tensor.extract (an input
-// would let IREE fuse the row search into every element).
+// row is read back from it, flat ([rows, H * d]), its slab row read with
+// tensor.extract from a table with one entry more than there are rows (an
+// input would let IREE fuse the row search into every element), whose first
+// `rows` entries are an input mapped by row: IREE then keeps the row dim
+// apart.
 // CHECK-DAG:   #[[Q5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1, d4)>
 // CHECK-DAG:   #[[K5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d1, d4)>
 // CHECK-DAG:   #[[S5:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
@@ -62,11 +65,17 @@
 // CHECK:         %[[FLAT1:.*]] = tensor.collapse_shape
 // CHECK:         %[[FLAT2:.*]] = tensor.collapse_shape
 // CHECK:         %[[SLAB:.*]] = tensor.concat dim(0) %[[FLAT0]], %[[FLAT1]], %[[FLAT2]] : (tensor<?x2x4xf32>, tensor<?x2x4xf32>, tensor<?x2x4xf32>) -> tensor<?x2x4xf32>
-// CHECK:         %[[SLABROW:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]}
+// CHECK:         %[[ROWS:.*]] = tensor.dim %arg0, %c0{{.*}} : tensor<?x2x4xf32>
+// CHECK:         %[[ROWS1:.*]] = arith.addi %[[ROWS]], %c1
+// CHECK:         %[[SLABROW:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]} outs({{.*}} : tensor<?xi64>)
 // CHECK:           scf.while
-// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel"]} outs(
+// CHECK:         %[[ROWOPERAND:.*]] = tensor.extract_slice %[[SLABROW]][0] [%[[ROWS]]] [1]
+// CHECK:         %[[FLATSLAB:.*]] = tensor.collapse_shape %[[SLAB]] {{\[\[}}0], [1, 2]] : tensor<?x2x4xf32> into tensor<?x8xf32>
+// CHECK:         %[[FLATOUT:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} ins(%[[ROWOPERAND]] : tensor<?xi64>) outs({{.*}} : tensor<?x8xf32>)
 // CHECK:           tensor.extract %[[SLABROW]]
-// CHECK:           tensor.extract %[[SLAB]]
+// CHECK:           tensor.extract %[[FLATSLAB]]
+// CHECK:           arith.select
+// CHECK:         tensor.expand_shape %[[FLATOUT]] {{\[\[}}0], [1, 2]] output_shape [%[[ROWS]], 2, 4]
 // CHECK-NOT:     linalg.transpose
 // CHECK-NOT:     linalg.batch_matmul
 func.func @attention(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>,

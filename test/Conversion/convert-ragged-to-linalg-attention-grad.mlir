@@ -38,8 +38,11 @@
 // CHECK:         %[[DK:.*]] = linalg.generic {indexing_maps = [#[[WT5]], #[[V5]], #[[O5]]], {{.*}} ins(%[[DS]], %[[B]]#0 :
 // CHECK:         linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>)
 // CHECK-COUNT-3: tensor.concat dim(0)
-// CHECK:         %[[OUT:.*]]:3 = linalg.generic {{.*}} outs({{.*}} : tensor<?x2x4xf32>, tensor<?x2x4xf32>, tensor<?x2x4xf32>)
-// CHECK:         return %[[OUT]]#0, %{{.*}}, %[[OUT]]#1, %{{.*}}, %[[OUT]]#2, %{{.*}} :
+// CHECK:         %[[OUT:.*]]:3 = linalg.generic {{.*}} outs({{.*}} : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>)
+// CHECK-DAG:     %[[DQROWS:.*]] = tensor.expand_shape %[[OUT]]#0
+// CHECK-DAG:     %[[DKROWS:.*]] = tensor.expand_shape %[[OUT]]#1
+// CHECK-DAG:     %[[DVROWS:.*]] = tensor.expand_shape %[[OUT]]#2
+// CHECK:         return %[[DQROWS]], %{{.*}}, %[[DKROWS]], %{{.*}}, %[[DVROWS]], %{{.*}} :
 // With attention-buckets=0 the forward is exact, the gradient takes the
 // default ladder (16 buckets: 15 sizes computed, and max L).
 // EXACT-LABEL: func.func @attention_grad
@@ -79,7 +82,7 @@ func.func @self_attention_grad(%x: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragge
 // CHECK-LABEL: func.func @attention_saved
 // CHECK:         math.log
 // CHECK:         tensor.concat dim(0) {{.*}} -> tensor<?x2x1xf32>
-// CHECK:         linalg.generic {{.*}} outs({{.*}} : tensor<?x2x1xf32>)
+// CHECK:         linalg.generic {{.*}} outs({{.*}} : tensor<?x2xf32>)
 // CHECK:         %[[B:.*]]:5 = linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>)
 // CHECK:         %[[L:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x?x2x1xf32>)
 // CHECK:         %[[SC:.*]] = linalg.generic {{.*}} ins(%[[B]]#0, %[[B]]#1 : {{.*}}) outs({{.*}} : tensor<?x2x?x?xf32>)
