@@ -20,6 +20,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/Inliner.h"
 #include "mlir/Transforms/InliningUtils.h"
 
 namespace mlir::ragged {
@@ -94,14 +95,8 @@ struct ExtractOfExtractSlice : OpRewritePattern<tensor::ExtractOp> {
 void inlinePrivateCalls(ModuleOp module) {
   SymbolTable symbols(module);
   InlinerInterface interface(module.getContext());
-  auto moveOrClone = [](OpBuilder &, Region *src, Block *inlineBlock, Block *postInsertBlock, IRMapping &mapper,
-                        bool clone) {
-    Region *into = inlineBlock->getParent();
-    if (clone)
-      src->cloneInto(into, postInsertBlock->getIterator(), mapper);
-    else
-      into->getBlocks().splice(postInsertBlock->getIterator(), src->getBlocks(), src->begin(), src->end());
-  };
+  // MLIR's default: the callee's blocks are cloned in after the call.
+  InlinerConfig config;
   SmallVector<func::CallOp> calls;
   module.walk([&](func::CallOp call) { calls.push_back(call); });
   SetVector<func::FuncOp> callees;
@@ -109,7 +104,7 @@ void inlinePrivateCalls(ModuleOp module) {
     auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
     if (!callee || !callee.isPrivate() || callee.isExternal())
       continue;
-    if (failed(inlineCall(interface, moveOrClone, call, callee, &callee.getBody())))
+    if (failed(inlineCall(interface, config.getCloneCallback(), call, callee, &callee.getBody())))
       continue;
     call.erase();
     callees.insert(callee);

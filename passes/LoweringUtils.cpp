@@ -165,9 +165,14 @@ Value lowering::findSegment(OpBuilder &b, Location loc, Value offsets, Value row
 }
 
 RowSegments lowering::rowSegments(OpBuilder &b, Location loc, Value offsets, Value rows, unsigned rank) {
+  Value table = segmentOfRows(b, loc, offsets, arith::AddIOp::create(b, loc, rows, constIndex(b, loc, 1)));
+  return rowTable(b, loc, table, rows, rank);
+}
+
+RowSegments lowering::rowTable(OpBuilder &b, Location loc, Value table, Value rows, unsigned rank) {
   RowSegments r;
-  r.table = segmentOfRows(b, loc, offsets, arith::AddIOp::create(b, loc, rows, constIndex(b, loc, 1)));
-  r.operand = tensor::ExtractSliceOp::create(b, loc, r.table, ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
+  r.table = table;
+  r.operand = tensor::ExtractSliceOp::create(b, loc, table, ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
                                              ArrayRef<OpFoldResult>{rows}, ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
   r.map = AffineMap::get(rank, 0, b.getAffineDimExpr(0));
   return r;

@@ -74,6 +74,9 @@ struct RowSegments {
   Value keep(OpBuilder &b, Location loc, Value entry, Value v) const;
 };
 RowSegments rowSegments(OpBuilder &b, Location loc, Value offsets, Value rows, unsigned rank);
+/// A RowSegments over any per-row table of `rows + 1` entries (`rowSegments`
+/// makes the segment of each row), for a generic of `rank` loops.
+RowSegments rowTable(OpBuilder &b, Location loc, Value table, Value rows, unsigned rank);
 /// `init` plus the i64 terms `term(j)`, j in [lo, hi), in an scf.for.
 Value sumTerms(OpBuilder &b, Location loc, Value lo, Value hi, Value init,
                function_ref<Value(OpBuilder &, Location, Value)> term);

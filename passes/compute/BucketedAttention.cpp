@@ -453,12 +453,7 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
     // row), so that IREE keeps the row dim apart from the row's own dims:
     // with identity maps only it collapses them into one, and each element
     // divides to find its row. At MNLI lengths the gather runs 2-6x faster.
-    RowSegments slabRows{slabRow,
-                         tensor::ExtractSliceOp::create(rewriter, loc, slabRow,
-                                                        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(0)},
-                                                        ArrayRef<OpFoldResult>{rows},
-                                                        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)}),
-                         AffineMap::get(2, 0, rewriter.getAffineDimExpr(0))};
+    RowSegments slabRows = rowTable(rewriter, loc, slabRow, rows, /*rank=*/2);
     // Rows are read flat, [rows, H * d].
     SmallVector<ReassociationIndices> flat{{0}, {}};
     for (unsigned i = 1; i <= rowRank; ++i)
