@@ -23,6 +23,7 @@ import numpy as np
 
 from .array import RaggedArray, _rows, check_offsets
 from .host_memory import warm_calls
+from .inplace import written_arguments
 
 __all__ = [
     "CompileError",
@@ -468,6 +469,9 @@ def _lower(
             raise CompileError(f"lowering failed (reproducer: {repro}):\n{e}", repro) from None
         for name, indices in (frozen or {}).items():
             _freeze(module, name, indices)
+        for name, indices in written_arguments(module).items():
+            if name in sigs:
+                sigs[name]["written"] = indices
         return str(module), (input_text, sigs)
 
 
@@ -750,7 +754,8 @@ class CompiledModule:
         host = loaded["host"]
         if host is None:
             return fn
-        return lambda *args: fn(*[host(a) if isinstance(a, np.ndarray) else a for a in args])
+        written = set(self.signatures[name].get("written", ()))
+        return lambda *args: fn(*_hand_over(host, args, written))
 
     def save(self, path: str | os.PathLike) -> Path:
         """Writes ``path`` (.vmfb) and its signature file (``.json``)."""
@@ -805,6 +810,13 @@ class HostImporter:
         return self._rt.HalBufferView(buffer, array.shape, getattr(self._rt.HalElementType, kind))
 
 
+def _hand_over(host: HostImporter, args, written: set[int]) -> list:
+    """Flat arguments for an IREE call on a CPU device: arrays without a
+    copy, except those IREE may write in place (:mod:`.inplace`), which the
+    runtime copies."""
+    return [host(a) if isinstance(a, np.ndarray) and i not in written else a for i, a in enumerate(args)]
+
+
 class CompiledFunction:
     """Calls one compiled function: checks and flattens ragged arguments,
     rebuilds ragged results."""
@@ -830,7 +842,7 @@ class CompiledFunction:
             else:
                 flat.append(_check_dense(name, arg, desc))
         if self._host is not None:
-            flat = [self._host(a) if isinstance(a, np.ndarray) else a for a in flat]
+            flat = _hand_over(self._host, flat, set(self.signature.get("written", ())))
         out = self._fn(*flat)
         if not isinstance(out, (list, tuple)):
             out = [out]

@@ -33,7 +33,15 @@ from torch._functorch.aot_autograd import make_boxed_func
 from torch._guards import TracingContext
 
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
-from .emit import LOWERINGS, PASSTHROUGH_DIALECTS, ImportFailed, build_module, decompose, describe_steps
+from .emit import (
+    LOWERINGS,
+    PASSTHROUGH_DIALECTS,
+    ImportFailed,
+    build_module,
+    decompose,
+    describe_steps,
+    emits,
+)
 from .graph import Unsupported, plan_graph
 from .masked_rows import guard_masked_rows
 from .njt_patterns import rewrite_njt_patterns
@@ -128,10 +136,8 @@ def _is_emitted(node: torch.fx.Node) -> bool:
         return False
     if node.target is operator.getitem:
         source = node.args[0]
-        return (
-            isinstance(source, torch.fx.Node) and source.op == "call_function" and source.target in LOWERINGS
-        )
-    return node.target in LOWERINGS or reshape_groups(node) is not None
+        return isinstance(source, torch.fx.Node) and source.op == "call_function" and emits(source)
+    return emits(node) or reshape_groups(node) is not None
 
 
 def _build(gm: torch.fx.GraphModule):

@@ -36,6 +36,7 @@ from .reshapes import reshape_groups
 
 __all__ = [
     "LOWERINGS",
+    "emits",
     "ImportFailed",
     "Lowering",
     "PASSTHROUGH_DIALECTS",
@@ -50,21 +51,29 @@ PASSTHROUGH_DIALECTS = ("tm_tensor",)
 
 @dataclasses.dataclass(frozen=True)
 class Lowering:
-    """How a ragged custom op becomes ragged-dialect ops."""
+    """How a ragged custom op becomes ragged-dialect ops; ``claims`` picks
+    the calls it handles (the others stay in dense pieces)."""
 
     emit: Callable[[Emitter, fx.Node], ir.Value]
     summary: str
+    claims: Callable[[fx.Node], bool] | None = None
 
 
 LOWERINGS: dict[torch._ops.OpOverload, Lowering] = {}
 
 
-def lowering(op: torch._ops.OpOverload, summary: str):
+def lowering(op: torch._ops.OpOverload, summary: str, claims: Callable[[fx.Node], bool] | None = None):
     def register(fn):
-        LOWERINGS[op] = Lowering(fn, summary)
+        LOWERINGS[op] = Lowering(fn, summary, claims)
         return fn
 
     return register
+
+
+def emits(node: fx.Node) -> bool:
+    """Whether a :data:`LOWERINGS` entry handles the call ``node``."""
+    lower = LOWERINGS.get(node.target)
+    return lower is not None and (lower.claims is None or lower.claims(node))
 
 
 def element_type(dtype: torch.dtype) -> ir.Type:
@@ -221,6 +230,67 @@ def _assert_async(em: Emitter, node: fx.Node) -> None:
     if flag.type != i1:
         flag = arith.cmpi(arith.CmpIPredicate.ne, flag, arith.constant(flag.type, 0))
     ir.Operation.create("cf.assert", operands=[flag], attributes={"msg": ir.StringAttr.get(str(msg))})
+
+
+def _index_add_claims(node: fx.Node) -> bool:
+    x, dim, index = node.args[:3]
+    alpha = node.args[4] if len(node.args) > 4 else node.kwargs.get("alpha", 1)
+    val = value_of(x)
+    rank = val.dim()
+    # A bool sum is an or, which addi on i1 is not.
+    return (
+        rank > 0 and dim % rank == 0 and alpha == 1 and value_of(index).dim() == 1 and val.dtype != torch.bool
+    )
+
+
+@lowering(
+    torch.ops.aten.index_add.default,
+    "rows of a source added at row indices (tm_tensor.scatter); torch-mlir's own lowering "
+    "reads past an empty index",
+    claims=_index_add_claims,
+)
+def _index_add(em: Emitter, node: fx.Node) -> ir.Value:
+    # The rows of an index_select's gradient, among others. torch-mlir
+    # broadcasts the index and the source to at least one row, so an empty
+    # index scatters a row read from past the end of both.
+    x, _, index, source = node.args[:4]
+    base, src, idx = em[x], em[source], em[index]
+    st = ir.RankedTensorType(src.type)
+    it = ir.RankedTensorType(idx.type)
+    i64 = ir.IntegerType.get_signless(64)
+    c = ir.IndexType.get()
+
+    def with_unit_dim(value: ir.Value, vt: ir.RankedTensorType) -> ir.Value:
+        """``value`` [n, rest...] as [n, 1, rest...] (the scatter's one index coordinate)."""
+        shape = [vt.shape[0], 1, *vt.shape[1:]]
+        sizes = [tensor.dim(value, arith.constant(c, k)) for k in range(vt.rank) if vt.is_dynamic_dim(k)]
+        groups = [[0, 1], *[[k + 1] for k in range(1, vt.rank)]]
+        reassociation = ir.ArrayAttr.get(
+            [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, k) for k in g]) for g in groups]
+        )
+        out = ir.RankedTensorType.get(shape, vt.element_type)
+        return tensor.ExpandShapeOp(out, value, reassociation, sizes, shape).result
+
+    if st.shape[0] == 0:
+        return em.cast(base, value_type(node))  # IREE cannot compile a scatter of no rows
+    element = ir.RankedTensorType(base.type).element_type
+    scatter = ir.Operation.create(
+        "tm_tensor.scatter",
+        results=[base.type],
+        operands=[with_unit_dim(src, st), with_unit_dim(idx, it), base],
+        attributes={
+            "dimension_map": ir.DenseI64ArrayAttr.get([0]),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([2, 1]),
+            "unique_indices": ir.BoolAttr.get(False),
+        },
+        regions=1,
+    )
+    block = scatter.regions[0].blocks.append(element, element)
+    with ir.InsertionPoint(block):
+        update, current = block.arguments
+        add = arith.addf if value_of(node).dtype.is_floating_point else arith.addi
+        ir.Operation.create("tm_tensor.yield", operands=[add(current, update)])
+    return em.cast(scatter.result, value_type(node))
 
 
 @lowering(torch.ops.ragged.segment_softmax.default, "softmax over each item's rows, per column")

@@ -254,3 +254,27 @@ def test_frozen_parameters_follow_the_module(block):
         out = frozen(a, NestedTensor(items))
         check(a, out)
         np.testing.assert_allclose(out.numpy(), plain(a, NestedTensor(items)).numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [[2, 0, 2, 3, 0], [1], []], ids=["repeated-rows", "one-row", "no-rows"])
+def test_index_add_into_an_argument(rows):
+    """``index_add`` (an index_select's gradient) into a tensor the caller
+    passed: the rows add up, an empty index adds nothing (torch-mlir's own
+    lowering reads a row past the end there), and the caller's tensor is
+    left as it was (IREE would scatter into its memory)."""
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda x, idx, src: x.index_add(0, idx, src) * 2, backend="ragged", dynamic=True, fullgraph=True
+    )
+    fallbacks = rb.stats["fallbacks"]
+    g = torch.Generator().manual_seed(3)
+    for n_base in (4, 6):
+        x = torch.randn(n_base, 5, generator=g, dtype=torch.float64)
+        kept = x.clone()
+        idx = torch.tensor(rows, dtype=torch.int64)
+        src = torch.randn(len(rows), 5, generator=g, dtype=torch.float64)
+        want = (kept.clone().index_add(0, idx, src)) * 2
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x, idx, src), want, rtol=1e-13, atol=1e-13)
+        assert torch.equal(x, kept), "the compiled graph wrote into its argument"
+    assert rb.stats["fallbacks"] == fallbacks
