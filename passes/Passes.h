@@ -73,6 +73,9 @@ void populateExpandF64MathPatterns(RewritePatternSet &patterns);
 /// from its source (`ragged-fold-view-reads`).
 void populateFoldViewReadsPatterns(RewritePatternSet &patterns);
 
+/// Rewrites ops on static tensors without elements (see FoldEmptyTensorsPass).
+void populateFoldEmptyTensorsPatterns(RewritePatternSet &patterns);
+
 /// The pattern of ragged-split-dynamic-contractions: a float contraction with
 /// static M and N and a dynamic K as a batch contraction over K chunks of
 /// `chunk` rows (static K), then a sum of the partials.

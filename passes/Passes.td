@@ -205,6 +205,35 @@ def FoldViewReadsPass : Pass<"ragged-fold-view-reads", "ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FoldEmptyTensorsPass : Pass<"ragged-fold-empty-tensors"> {
+  let summary = "Removes the work on static tensors without elements";
+  let description = [{
+    Dynamo specialises a size of 0 to a constant, so an all-empty batch
+    reaches the compiler as static zero-size tensors, and IREE divides by
+    such sizes while it forms and names dispatches. Nothing needs computing
+    there. A linalg op with a loop of static extent 0 is replaced by its
+    inits (a sum over no rows is its initial value); an op without side
+    effects whose one result is a static tensor without elements becomes a
+    `tensor.empty`.
+
+    Before:
+    ```mlir
+    %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+    %g = linalg.matmul ins(%xt, %dy : tensor<4x0xf32>, tensor<0x8xf32>)
+                       outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+    %v = tensor.expand_shape %x [[0], [1, 2]] output_shape [0, 2, 2]
+        : tensor<0x4xf32> into tensor<0x2x2xf32>
+    ```
+    After:
+    ```mlir
+    %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+    %v = tensor.empty() : tensor<0x2x2xf32>
+    ```
+    (`%g` is `%z`.)
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def ExpandMathPass : Pass<"ragged-expand-math"> {
   let summary = "Expands the f64 math ops IREE's CPU backend cannot lower";
   let description = [{

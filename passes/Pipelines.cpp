@@ -54,6 +54,8 @@ void mlir::ragged::registerRaggedPipelines() {
         pm.addPass(createExpandMathPass());
         pm.addPass(createCanonicalizerPass());
         pm.addPass(createCSEPass());
+        // After canonicalization, which makes the sizes of an all-empty batch static.
+        pm.addPass(createFoldEmptyTensorsPass());
         // After canonicalization, which makes M and N static.
         SplitDynamicContractionsPassOptions split;
         split.chunk = options.contractionChunk;

@@ -32,7 +32,7 @@ from ..dialects import arith, func, tensor
 from ..dialects import ragged as rd
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
 from .graph import DTYPES, DensePiece, OpStep, Plan, Unsupported, describe, value_of
-from .reshapes import reshape_groups
+from .reshapes import empty_view, reshape_groups
 
 __all__ = [
     "LOWERINGS",
@@ -472,6 +472,9 @@ def _reshape(em: Emitter, node: fx.Node) -> ir.Value:
     """A view of :func:`~.reshapes.reshape_groups`: the merged groups
     collapsed, then the split groups expanded (sizes from the view's size
     arguments, supplied by the host when dynamic)."""
+    if empty_view(node):
+        result = value_type(node)
+        return tensor.empty(list(result.shape), result.element_type)
     groups = reshape_groups(node)
     if groups is None:
         raise Unsupported("not a reshape the backend emits", node)

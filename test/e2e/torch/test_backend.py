@@ -278,3 +278,22 @@ def test_index_add_into_an_argument(rows):
             torch.testing.assert_close(compiled(x, idx, src), want, rtol=1e-13, atol=1e-13)
         assert torch.equal(x, kept), "the compiled graph wrote into its argument"
     assert rb.stats["fallbacks"] == fallbacks
+
+
+def test_all_empty_batch_in_inference():
+    """An all-empty batch (its row count specialised to 0) compiles and runs
+    with no work; torch-mlir's view shape inference used to divide by the
+    zero size and kill the process."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).eval()
+    torch._dynamo.reset()
+    run = torch.compile(layer, backend="ragged", dynamic=True)
+    fallbacks = rb.stats["fallbacks"]
+    for lengths in ([0, 0], [3, 0, 1]):
+        xs = batch(lengths, 32, seed=4)
+        with torch.no_grad():
+            out = run(NestedTensor(xs))
+            want = [layer(t[None])[0] if len(t) else t for t in xs]
+        for got, ref in zip(out.unbind(), want, strict=True):
+            np.testing.assert_allclose(got.numpy(), ref.numpy(), atol=2e-5, rtol=1e-4)
+    assert rb.stats["fallbacks"] == fallbacks

@@ -112,6 +112,35 @@ def test_transformer_encoder_layer_gradients(encoder_layer, encoder_run, case):
         assert re.search(r"ragged\.attention_grad .* output\(.* lse\(", ragged_ir), d
 
 
+def test_all_empty_batch_trains(tmp_path):
+    """A batch whose items are all empty: Dynamo specialises its row count
+    to 0, and the compiler must not divide by it (torch-mlir's view shape
+    inference and IREE's dispatch formation did, killing the process or
+    the compile). The step compiles with no work, its gradients are zero,
+    and the next batch still matches the reference."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    torch._dynamo.reset()
+    run = compiled(layer, tmp_path)
+    fallbacks = rb.stats["fallbacks"]
+    for lengths in ([0, 0, 0], [0], [4, 0, 2]):
+        xs = items(lengths, 16, seed=1)
+        weights = items(lengths, 16, seed=2)
+        x = NestedTensor(xs, requires_grad=True)
+        layer.zero_grad()
+        out = run(x)
+        assert [len(t) for t in out.unbind()] == lengths
+        (out.values * torch.cat(weights)).sum().backward()
+        if not any(lengths):
+            for name, p in layer.named_parameters():
+                assert p.grad is None or not p.grad.any(), name
+            continue
+        want_params, _ = reference_grads(layer, xs, weights)
+        for (name, p), want in zip(layer.named_parameters(), want_params, strict=True):
+            np.testing.assert_allclose(p.grad.numpy(), want.numpy(), err_msg=name, **TOL)
+    assert rb.stats["fallbacks"] == fallbacks
+
+
 def host_function(flow: str) -> str:
     """The host function ``@main`` of a module compiled to IREE's flow level:
     what runs between dispatches (the dispatched executables left out)."""
