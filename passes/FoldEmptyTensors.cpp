@@ -4,8 +4,8 @@
 // reaches the compiler as static zero-size tensors. IREE 3.13 divides by
 // such sizes while it forms and names dispatches (iree-compile dies with
 // SIGFPE). Nothing needs computing there: a linalg op with a zero-trip
-// loop returns its inits, and a side-effect-free op whose result has no
-// elements is an empty tensor.
+// loop returns its inits, a side-effect-free op whose result has no
+// elements is an empty tensor, and a concatenation skips empty operands.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +63,33 @@ struct EmptyResult : RewritePattern {
   }
 };
 
+/// A `tensor.concat` without the operands that have no rows along its dim
+/// (seen through casts): IREE miscompiles the concatenation of empty
+/// tensors whose type is dynamic ("hal.tensor.export op number of
+/// source_dims must match"). With every operand empty, the first stays.
+struct ConcatOfEmpty : OpRewritePattern<tensor::ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::ConcatOp op, PatternRewriter &rewriter) const override {
+    int64_t dim = op.getDim();
+    auto hasRows = [&](Value input) {
+      if (auto cast = input.getDefiningOp<tensor::CastOp>())
+        input = cast.getSource();
+      return cast<RankedTensorType>(input.getType()).getDimSize(dim) != 0;
+    };
+    SmallVector<Value> kept = llvm::filter_to_vector(op.getInputs(), hasRows);
+    if (kept.size() == op.getInputs().size())
+      return rewriter.notifyMatchFailure(op, "every operand may have rows");
+    if (kept.empty())
+      kept.push_back(op.getInputs().front());
+    Value result = kept.size() == 1 ? kept.front() : tensor::ConcatOp::create(rewriter, op.getLoc(), dim, kept);
+    if (result.getType() != op.getType())
+      result = tensor::CastOp::create(rewriter, op.getLoc(), op.getType(), result);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 struct FoldEmptyTensorsPass : ragged::impl::FoldEmptyTensorsPassBase<FoldEmptyTensorsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -75,5 +102,5 @@ struct FoldEmptyTensorsPass : ragged::impl::FoldEmptyTensorsPassBase<FoldEmptyTe
 } // namespace
 
 void mlir::ragged::populateFoldEmptyTensorsPatterns(RewritePatternSet &patterns) {
-  patterns.add<ZeroTripLinalgOp, EmptyResult>(patterns.getContext());
+  patterns.add<ZeroTripLinalgOp, EmptyResult, ConcatOfEmpty>(patterns.getContext());
 }

@@ -214,7 +214,8 @@ def FoldEmptyTensorsPass : Pass<"ragged-fold-empty-tensors"> {
     there. A linalg op with a loop of static extent 0 is replaced by its
     inits (a sum over no rows is its initial value); an op without side
     effects whose one result is a static tensor without elements becomes a
-    `tensor.empty`.
+    `tensor.empty`; a `tensor.concat` drops the operands without rows along
+    its dim (IREE cannot export a concatenation of empty dynamic tensors).
 
     Before:
     ```mlir

@@ -41,6 +41,25 @@ func.func @elementwise(%x: tensor<0x4xf32>) -> tensor<0x4xf32> {
 
 // -----
 
+// A concatenation skips operands without rows along its dim (through
+// casts); with none left with rows, the first stays.
+// CHECK-LABEL: func.func @concat
+// CHECK-SAME: (%[[A:.*]]: tensor<?x4xf32>, %[[B:.*]]: tensor<0x4xf32>, %[[C:.*]]: tensor<?x4xf32>)
+// CHECK: %[[AC:.*]] = tensor.concat dim(0) %[[A]], %[[C]] : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<0x4xf32>
+// CHECK: %[[EC:.*]] = tensor.cast %[[E]] : tensor<0x4xf32> to tensor<?x4xf32>
+// CHECK: return %[[AC]], %[[EC]]
+func.func @concat(%a: tensor<?x4xf32>, %b: tensor<0x4xf32>, %c: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?x4xf32>) {
+  %bc = tensor.cast %b : tensor<0x4xf32> to tensor<?x4xf32>
+  %r = tensor.concat dim(0) %a, %bc, %c : (tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e = tensor.empty() : tensor<0x4xf32>
+  %ec = tensor.cast %e : tensor<0x4xf32> to tensor<?x4xf32>
+  %none = tensor.concat dim(0) %ec, %bc : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %r, %none : tensor<?x4xf32>, tensor<?x4xf32>
+}
+
+// -----
+
 // Left alone: a size of 0 known only at run time, an op with side effects
 // (or one unknown here), and a constant.
 // CHECK-LABEL: func.func @kept

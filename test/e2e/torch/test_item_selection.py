@@ -143,3 +143,24 @@ def test_first_token_of_an_empty_item_fails_the_call():
     torch.testing.assert_close(compiled(NestedTensor(items)), torch.stack([t[0] * 2 for t in items]))
     with pytest.raises(RuntimeError, match="out of range for an item"):
         compiled(NestedTensor(make_items([2, 0, 1])))
+
+
+@pytest.mark.parametrize(
+    "dense",
+    [
+        pytest.param(lambda v: torch.cat([v, v * 2]), id="cat"),
+        pytest.param(lambda v: v.t() @ v, id="gram"),
+    ],
+)
+def test_dense_work_on_picked_rows(dense):
+    """Dense work on the picked rows, none picked included (a size of 0 that
+    Dynamo makes static: IREE could not export an empty concatenation, and
+    divided by the zero extent of the gram matrix's contraction)."""
+    compiled = ragged_compile(lambda x, idx: dense(x[idx].values))
+    x = NestedTensor(make_items([2, 3, 0, 4], seed=5))
+    fallbacks = rb.stats["fallbacks"]
+    for picks in ([1, 0, 3], [], [2], [3, 3]):
+        idx = torch.tensor(picks, dtype=torch.int64)
+        want = dense(x[idx].values)
+        torch.testing.assert_close(compiled(x, idx), want, rtol=1e-12, atol=1e-12)
+    assert rb.stats["fallbacks"] == fallbacks
