@@ -41,11 +41,12 @@ from .emit import (
     decompose,
     describe_steps,
     emits,
+    empty_result,
 )
 from .graph import Unsupported, plan_graph
 from .masked_rows import guard_masked_rows
 from .njt_patterns import rewrite_njt_patterns
-from .reshapes import empty_view, reshape_groups
+from .reshapes import reshape_groups
 from .runtime import CompiledGraph
 from .unpad import log as unpad_log
 from .unpad import unpad_graph
@@ -137,7 +138,7 @@ def _is_emitted(node: torch.fx.Node) -> bool:
     if node.target is operator.getitem:
         source = node.args[0]
         return isinstance(source, torch.fx.Node) and source.op == "call_function" and emits(source)
-    return emits(node) or reshape_groups(node) is not None or empty_view(node)
+    return emits(node) or empty_result(node) or reshape_groups(node) is not None
 
 
 def _build(gm: torch.fx.GraphModule):

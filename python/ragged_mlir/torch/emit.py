@@ -32,11 +32,12 @@ from ..dialects import arith, func, tensor
 from ..dialects import ragged as rd
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
 from .graph import DTYPES, DensePiece, OpStep, Plan, Unsupported, describe, value_of
-from .reshapes import empty_view, reshape_groups
+from .reshapes import reshape_groups
 
 __all__ = [
     "LOWERINGS",
     "emits",
+    "empty_result",
     "ImportFailed",
     "Lowering",
     "PASSTHROUGH_DIALECTS",
@@ -74,6 +75,41 @@ def emits(node: fx.Node) -> bool:
     """Whether a :data:`LOWERINGS` entry handles the call ``node``."""
     lower = LOWERINGS.get(node.target)
     return lower is not None and (lower.claims is None or lower.claims(node))
+
+
+def empty_result(node: fx.Node) -> bool:
+    """A call of a functional ATen op whose result is statically shaped and
+    has no elements (an all-empty batch, or an empty index, whose sizes
+    Dynamo specialises to 0). torch-mlir divides by such sizes when it
+    infers a view's shape, its own views included, which kills the
+    process; the backend emits the result as a ``tensor.empty``."""
+    target = node.target
+    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return False
+    if target.namespace != "aten" or target._schema.is_mutable:
+        return False
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and all(isinstance(d, int) for d in val.shape) and val.numel() == 0
+
+
+def _has_empty_index(node: fx.Node) -> bool:
+    return any(
+        isinstance(i, fx.Node) and 0 in [d for d in value_of(i).shape if isinstance(d, int)]
+        for i in node.args[1]
+    )
+
+
+def _index_put_of_nothing(em: Emitter, node: fx.Node) -> ir.Value:
+    # The broadcast indices have no elements: nothing is written.
+    return em.cast(em[node.args[0]], value_type(node))
+
+
+for _op in (torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.default):
+    lowering(
+        _op,
+        "with a statically empty index: its input, unchanged (torch-mlir divides by the empty size)",
+        claims=_has_empty_index,
+    )(_index_put_of_nothing)
 
 
 def element_type(dtype: torch.dtype) -> ir.Type:
@@ -472,9 +508,6 @@ def _reshape(em: Emitter, node: fx.Node) -> ir.Value:
     """A view of :func:`~.reshapes.reshape_groups`: the merged groups
     collapsed, then the split groups expanded (sizes from the view's size
     arguments, supplied by the host when dynamic)."""
-    if empty_view(node):
-        result = value_type(node)
-        return tensor.empty(list(result.shape), result.element_type)
     groups = reshape_groups(node)
     if groups is None:
         raise Unsupported("not a reshape the backend emits", node)
@@ -682,6 +715,10 @@ def build_module(plan: Plan, owner: fx.GraphModule) -> tuple[ir.Module, dict[str
                 if step.node.target is operator.getitem:  # one result of a multi-result op
                     source, index = step.node.args
                     em.env[step.node] = em[source][index]
+                    continue
+                if empty_result(step.node):
+                    result = value_type(step.node)
+                    em.env[step.node] = tensor.empty(list(result.shape), result.element_type)
                     continue
                 lower = LOWERINGS.get(step.node.target)
                 emit = lower.emit if lower is not None else _reshape

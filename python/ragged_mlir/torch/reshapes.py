@@ -23,7 +23,7 @@ import sympy
 import torch
 import torch.fx as fx
 
-__all__ = ["empty_view", "reshape_groups", "static_view_sizes"]
+__all__ = ["reshape_groups", "static_view_sizes"]
 
 _VIEWS = {
     torch.ops.aten.view.default,
@@ -94,17 +94,6 @@ def reshape_groups(node: fx.Node) -> tuple[tuple[tuple[int, ...], tuple[int, ...
     if groups is None or not _needs_rewrite(src, dst, groups):
         return None
     return groups
-
-
-def empty_view(node: fx.Node) -> bool:
-    """A view whose result is statically shaped and has no elements (an
-    all-empty batch, whose sizes Dynamo specialises to 0). torch-mlir
-    divides by the zero size when it infers the view's shape, which kills
-    the process; the backend emits the empty result itself."""
-    if node.op != "call_function" or node.target not in _VIEWS:
-        return False
-    val = node.meta.get("val")
-    return isinstance(val, torch.Tensor) and all(isinstance(d, int) for d in val.shape) and val.numel() == 0
 
 
 def static_view_sizes(node: fx.Node) -> list[int] | None:

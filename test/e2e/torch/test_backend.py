@@ -297,3 +297,30 @@ def test_all_empty_batch_in_inference():
         for got, ref in zip(out.unbind(), want, strict=True):
             np.testing.assert_allclose(got.numpy(), ref.numpy(), atol=2e-5, rtol=1e-4)
     assert rb.stats["fallbacks"] == fallbacks
+
+
+@pytest.mark.parametrize("rows", [[4, 0, 4], []], ids=["rows", "no-rows"])
+def test_indexing_with_an_empty_index(rows):
+    """``x[idx]`` (its gradient is an ``index_put``) and ``index_put`` with
+    an index Dynamo specialises to size 0: torch-mlir divides by the empty
+    size in views of its own, which killed the process."""
+    torch._dynamo.reset()
+    pick = torch.compile(lambda x, idx: (x[idx] * 2).sum(), backend="ragged", dynamic=True, fullgraph=True)
+    put = torch.compile(
+        lambda x, idx, v: x.index_put((idx,), v, accumulate=True) * 2,
+        backend="ragged",
+        dynamic=True,
+        fullgraph=True,
+    )
+    fallbacks = rb.stats["fallbacks"]
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(5, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    idx = torch.tensor(rows, dtype=torch.int64)
+    (got,) = torch.autograd.grad(pick(x, idx), x)
+    (want,) = torch.autograd.grad((x[idx] * 2).sum(), x)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    base = torch.randn(5, 3, generator=g, dtype=torch.float64)
+    v = torch.randn(len(rows), 3, generator=g, dtype=torch.float64)
+    want = base.index_put((idx,), v, accumulate=True) * 2
+    torch.testing.assert_close(put(base, idx, v), want, rtol=1e-13, atol=1e-13)
+    assert rb.stats["fallbacks"] == fallbacks
