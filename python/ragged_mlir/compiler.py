@@ -754,7 +754,7 @@ class CompiledModule:
         host = loaded["host"]
         if host is None:
             return fn
-        written = set(self.signatures[name].get("written", ()))
+        written = frozenset(self.signatures[name].get("written", ()))
         return lambda *args: fn(*_hand_over(host, args, written))
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -810,7 +810,7 @@ class HostImporter:
         return self._rt.HalBufferView(buffer, array.shape, getattr(self._rt.HalElementType, kind))
 
 
-def _hand_over(host: HostImporter, args, written: set[int]) -> list:
+def _hand_over(host: HostImporter, args, written: frozenset[int]) -> list:
     """Flat arguments for an IREE call on a CPU device: arrays without a
     copy, except those IREE may write in place (:mod:`.inplace`), which the
     runtime copies."""
@@ -826,6 +826,7 @@ class CompiledFunction:
         self.signature = signature
         self._fn = fn
         self._host = host
+        self._written = frozenset(signature.get("written", ()))
 
     def __call__(self, *args):
         inputs = self.signature["inputs"]
@@ -842,7 +843,7 @@ class CompiledFunction:
             else:
                 flat.append(_check_dense(name, arg, desc))
         if self._host is not None:
-            flat = _hand_over(self._host, flat, set(self.signature.get("written", ())))
+            flat = _hand_over(self._host, flat, self._written)
         out = self._fn(*flat)
         if not isinstance(out, (list, tuple)):
             out = [out]

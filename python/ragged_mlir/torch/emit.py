@@ -52,8 +52,9 @@ PASSTHROUGH_DIALECTS = ("tm_tensor",)
 
 @dataclasses.dataclass(frozen=True)
 class Lowering:
-    """How a ragged custom op becomes ragged-dialect ops; ``claims`` picks
-    the calls it handles (the others stay in dense pieces)."""
+    """How an op the backend emits itself (the ragged custom ops, and ATen
+    calls torch-mlir gets wrong) becomes MLIR; ``claims`` picks the calls it
+    handles (the others stay in dense pieces)."""
 
     emit: Callable[[Emitter, fx.Node], ir.Value]
     summary: str
@@ -99,8 +100,8 @@ def _has_empty_index(node: fx.Node) -> bool:
     )
 
 
-def _index_put_of_nothing(em: Emitter, node: fx.Node) -> ir.Value:
-    # The broadcast indices have no elements: nothing is written.
+def _unchanged_input(em: Emitter, node: fx.Node) -> ir.Value:
+    """An update through an index without elements: nothing is written."""
     return em.cast(em[node.args[0]], value_type(node))
 
 
@@ -109,7 +110,7 @@ for _op in (torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.d
         _op,
         "with a statically empty index: its input, unchanged (torch-mlir divides by the empty size)",
         claims=_has_empty_index,
-    )(_index_put_of_nothing)
+    )(_unchanged_input)
 
 
 def element_type(dtype: torch.dtype) -> ir.Type:
@@ -293,7 +294,6 @@ def _index_add(em: Emitter, node: fx.Node) -> ir.Value:
     base, src, idx = em[x], em[source], em[index]
     st = ir.RankedTensorType(src.type)
     it = ir.RankedTensorType(idx.type)
-    i64 = ir.IntegerType.get_signless(64)
     c = ir.IndexType.get()
 
     def with_unit_dim(value: ir.Value, vt: ir.RankedTensorType) -> ir.Value:
@@ -301,14 +301,11 @@ def _index_add(em: Emitter, node: fx.Node) -> ir.Value:
         shape = [vt.shape[0], 1, *vt.shape[1:]]
         sizes = [tensor.dim(value, arith.constant(c, k)) for k in range(vt.rank) if vt.is_dynamic_dim(k)]
         groups = [[0, 1], *[[k + 1] for k in range(1, vt.rank)]]
-        reassociation = ir.ArrayAttr.get(
-            [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, k) for k in g]) for g in groups]
-        )
         out = ir.RankedTensorType.get(shape, vt.element_type)
-        return tensor.ExpandShapeOp(out, value, reassociation, sizes, shape).result
+        return tensor.ExpandShapeOp(out, value, _reassociation(groups), sizes, shape).result
 
     if st.shape[0] == 0:
-        return em.cast(base, value_type(node))  # IREE cannot compile a scatter of no rows
+        return _unchanged_input(em, node)  # IREE cannot compile a scatter of no rows
     element = ir.RankedTensorType(base.type).element_type
     scatter = ir.Operation.create(
         "tm_tensor.scatter",
@@ -500,6 +497,12 @@ def _pool2d(em: Emitter, node: fx.Node) -> ir.Value:
     return em.unpack(out, node)
 
 
+def _reassociation(groups: list[list[int]]) -> ir.ArrayAttr:
+    """The reassociation attribute of a collapse or expand_shape."""
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, k) for k in g]) for g in groups])
+
+
 def _index(value: ir.Value) -> ir.Value:
     return arith.index_cast(ir.IndexType.get(), value)
 
@@ -514,12 +517,6 @@ def _reshape(em: Emitter, node: fx.Node) -> ir.Value:
     source = em[node.args[0]]
     st = ir.RankedTensorType(source.type)
     dyn = ir.ShapedType.get_dynamic_size()
-    i64 = ir.IntegerType.get_signless(64)
-
-    def attr(reassociation: list[list[int]]) -> ir.ArrayAttr:
-        return ir.ArrayAttr.get(
-            [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, k) for k in g]) for g in reassociation]
-        )
 
     def product(dims: list[int]) -> int:
         out = 1
@@ -531,7 +528,7 @@ def _reshape(em: Emitter, node: fx.Node) -> ir.Value:
     if any(len(a) > 1 for a, _ in groups):
         collapsed = [product([st.shape[k] for k in a]) for a, _ in groups]
         value = tensor.CollapseShapeOp(
-            ir.RankedTensorType.get(collapsed, st.element_type), value, attr([a for a, _ in groups])
+            ir.RankedTensorType.get(collapsed, st.element_type), value, _reassociation([a for a, _ in groups])
         ).result
     result = value_type(node)
     if any(len(b) > 1 for _, b in groups):
@@ -564,7 +561,11 @@ def _reshape(em: Emitter, node: fx.Node) -> ir.Value:
             reassociation.append(list(range(at, at + len(b))))
             at += len(b)
         value = tensor.ExpandShapeOp(
-            ir.RankedTensorType.get(static, st.element_type), value, attr(reassociation), dynamic, static
+            ir.RankedTensorType.get(static, st.element_type),
+            value,
+            _reassociation(reassociation),
+            dynamic,
+            static,
         ).result
     return em.cast(value, result)
 
