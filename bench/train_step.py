@@ -75,10 +75,10 @@ BATCH = {"mnli": 32, "squadv2": 8, "race": 8}
 
 
 class Classifier(nn.Module):
-    def __init__(self, layers: int):
+    def __init__(self, layers: int, dropout: float = 0.0):
         super().__init__()
         self.layers = nn.ModuleList(
-            nn.TransformerEncoderLayer(D, HEADS, FF, dropout=0.0, activation="gelu", batch_first=True)
+            nn.TransformerEncoderLayer(D, HEADS, FF, dropout=dropout, activation="gelu", batch_first=True)
             for _ in range(layers)
         )
         self.head = nn.Linear(D, CLASSES)
@@ -95,17 +95,18 @@ class Classifier(nn.Module):
 def nested_forward(m: Classifier, x):
     """``m``'s layers written out for a nested tensor type (DanLing's
     NestedTensor or NJT) with its own parameters: post-norm, GELU, as
-    ``nn.TransformerEncoderLayer``."""
+    ``nn.TransformerEncoderLayer``, its dropouts included."""
     hd = D // HEADS
     for layer in m.layers:
         attn = layer.self_attn
+        p = attn.dropout if m.training else 0.0
         q, k, v = (
             F.linear(x, w, b).unflatten(-1, (HEADS, hd)).transpose(1, 2)
             for w, b in zip(attn.in_proj_weight.chunk(3), attn.in_proj_bias.chunk(3), strict=True)
         )
-        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(-2)
-        x = layer.norm1(x + attn.out_proj(a))
-        x = layer.norm2(x + layer.linear2(F.gelu(layer.linear1(x))))
+        a = F.scaled_dot_product_attention(q, k, v, dropout_p=p).transpose(1, 2).flatten(-2)
+        x = layer.norm1(x + layer.dropout1(attn.out_proj(a)))
+        x = layer.norm2(x + layer.dropout2(layer.linear2(layer.dropout(F.gelu(layer.linear1(x))))))
     return m.head(x.mean(dim=1))
 
 
@@ -172,11 +173,18 @@ def batch(dataset: str, seed: int):
 
 
 def run_case(
-    dataset: str, layers: int, rounds: int, peak: float, seed: int = 0, chosen=VARIANTS, draws: int = DRAWS
+    dataset: str,
+    layers: int,
+    rounds: int,
+    peak: float,
+    seed: int = 0,
+    chosen=VARIANTS,
+    draws: int = DRAWS,
+    dropout: float = 0.0,
 ) -> dict:
     lengths, items, labels = batch(dataset, seed)
     torch.manual_seed(seed)
-    model = Classifier(layers)
+    model = Classifier(layers, dropout)
     cases = variants(items, labels, model, chosen)
     rec = {
         "dataset": dataset,
@@ -184,6 +192,7 @@ def run_case(
         "B": len(items),
         "tokens": sum(lengths),
         "max_len": max(lengths),
+        "dropout": dropout,
     }
     rec["first_loss"], rec["first_call_s"], rec["peak_mem_mib"], times = {}, {}, {}, {}
     fallbacks = ragged_backend.stats["fallbacks"]
@@ -244,6 +253,13 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     ap.add_argument("--draws", type=int, default=DRAWS, help="fresh length draws checked for recompiles")
+    ap.add_argument(
+        "--dropout",
+        type=float,
+        default=0.0,
+        help="every dropout of the layers (attention included), as nn.TransformerEncoderLayer's default 0.1; "
+        "the first losses then differ by the draws",
+    )
     args = ap.parse_args(argv)
     if not {"padded", "ragged_mlir"} <= set(args.variants):
         ap.error("--variants must include padded and ragged_mlir (the reference and the subject)")
@@ -252,7 +268,9 @@ def main(argv=None) -> int:
     print(json.dumps({"gemm_peak_gflops": round(peak, 1), "threads": args.threads}), flush=True)
     for layers in args.layers:
         for ds in args.datasets:
-            rec = run_case(ds, layers, args.rounds, peak, chosen=args.variants, draws=args.draws)
+            rec = run_case(
+                ds, layers, args.rounds, peak, chosen=args.variants, draws=args.draws, dropout=args.dropout
+            )
             print(json.dumps(rec), flush=True)
     return 0
 

@@ -403,10 +403,23 @@ static RaggedTensorType rowStatType(RaggedTensorType heads) {
                                heads.getElementType(), heads.getEncoding());
 }
 
+/// A dropout rate in [0, 1), with a seed exactly when it is positive.
+template <typename OpTy>
+static LogicalResult verifyDropout(OpTy op) {
+  double p = op.getDropout().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return op.emitOpError() << "dropout must be in [0, 1), got " << p;
+  if (p > 0.0 && !op.getSeed())
+    return op.emitOpError() << "dropout " << p << " needs a seed: dropout(%seed : tensor<i64>)";
+  if (p == 0.0 && op.getSeed())
+    return op.emitOpError() << "has a seed but no dropout rate (dropout = p with 0 < p < 1)";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   // AllTypesMatch guarantees key, value and result have the query's type.
   auto q = cast<RaggedTensorType>(getQuery().getType());
-  if (failed(requireHeads(*this, q, "query")))
+  if (failed(requireHeads(*this, q, "query")) || failed(verifyDropout(*this)))
     return failure();
   if (getLse())
     return requireSameType(*this, rowStatType(q), getLse().getType(), "lse type");
@@ -416,7 +429,7 @@ LogicalResult AttentionOp::verify() {
 LogicalResult AttentionGradOp::verify() {
   // AllTypesMatch gives q, k, v, the gradient and the results one type.
   auto q = cast<RaggedTensorType>(getQuery().getType());
-  if (failed(requireHeads(*this, q, "query")))
+  if (failed(requireHeads(*this, q, "query")) || failed(verifyDropout(*this)))
     return failure();
   if (getOutput() && failed(requireSameType(*this, q, getOutput().getType(), "output type")))
     return failure();

@@ -425,23 +425,43 @@ def Ragged_AttentionOp : Ragged_Op<"attention",
     which `ragged.attention_grad` takes to recompute the probabilities
     without reducing over keys again.
 
+    With `dropout = p > 0` and a `seed` (`tensor<i64>`), each weight is kept
+    with probability `1 - p` and scaled by `1 / (1 - p)`, after the softmax
+    and before the product with the values (as `F.scaled_dot_product_attention`
+    drops). Whether the weight of query `i` and key `j` (positions in item
+    `b`) of head `h` is kept is a function of `(seed, b, h, i, j)` alone
+    (`ragged.attention_grad` with the same seed drops the same weights), not
+    of the lowering's schedule:
+
+    - `c = 0x9E3779B1 b + 0x85EBCA77 h + 0xC2B2AE3D i + 0x27D4EB2F j`
+      (mod 2^32);
+    - `u = mix(mix(c ^ lo(seed)) ^ hi(seed))`, with `mix` MurmurHash3's
+      32-bit finaliser and `lo`/`hi` the seed's low and high 32 bits;
+    - kept when `u >= round(p * 2^32)`.
+
     ```mlir
     %o = ragged.attention %q, %k, %v {scale = 0.17677 : f64, causal}
         : !ragged.tensor<?, [L], 12, 32, f32>
     %o2, %lse = ragged.attention %q, %k, %v {scale = 0.17677 : f64}
         : !ragged.tensor<?, [L], 12, 32, f32> lse !ragged.tensor<?, [L], 12, 1, f32>
+    %o3 = ragged.attention %q, %k, %v dropout(%seed : tensor<i64>) {scale = 0.17677 : f64, dropout = 0.1 : f64}
+        : !ragged.tensor<?, [L], 12, 32, f32>
     ```
   }];
   let arguments = (ins Ragged_Tensor:$query, Ragged_Tensor:$key, Ragged_Tensor:$value,
-                       DefaultValuedAttr<F64Attr, "1.0">:$scale, UnitAttr:$causal);
+                       Optional<0DTensorOf<[I64]>>:$seed,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout);
   let results = (outs Ragged_Tensor:$result, Optional<Ragged_Tensor>:$lse);
   let assemblyFormat = [{
-    $query `,` $key `,` $value attr-dict `:` qualified(type($query)) (`lse` qualified(type($lse))^)?
+    $query `,` $key `,` $value (`dropout` `(` $seed^ `:` type($seed) `)`)? attr-dict `:` qualified(type($query))
+    (`lse` qualified(type($lse))^)?
   }];
   let builders = [OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
                                  "::mlir::Value":$value, "double":$scale, "bool":$causal), [{
-    build($_builder, $_state, query.getType(), /*lse=*/::mlir::Type(), query, key, value,
-          $_builder.getF64FloatAttr(scale), causal ? $_builder.getUnitAttr() : nullptr);
+    build($_builder, $_state, query.getType(), /*lse=*/::mlir::Type(), query, key, value, /*seed=*/::mlir::Value(),
+          $_builder.getF64FloatAttr(scale), causal ? $_builder.getUnitAttr() : nullptr,
+          $_builder.getF64FloatAttr(0.0));
   }]>];
 }
 
@@ -470,6 +490,11 @@ def Ragged_AttentionGradOp : Ragged_Op<"attention_grad",
     - `lse(%lse)`, the log-sum-exp of each query row's scaled logits,
       `[B, L(b), heads, 1]`: `P = exp(scale * Q Kᵀ - lse)`.
 
+    With `dropout(%seed)` and `dropout = p`, the gradient of the attention
+    that dropped with that seed and rate (the same weights, see
+    `ragged.attention`): with `D` the kept weights' `1 / (1 - p)` (0 where
+    dropped), `dV = (P ∘ D)ᵀ dO` and `dS = P ∘ (D ∘ dO Vᵀ - rowsum(P ∘ D ∘ dO Vᵀ))`.
+
     Lowered by length buckets like `ragged.attention`: work and storage
     `sum_b L(b)^2 * H` (bounded by 2x within a bucket), never
     `B * max L^2`, and a fixed number of dispatches.
@@ -480,18 +505,22 @@ def Ragged_AttentionGradOp : Ragged_Op<"attention_grad",
     %dq2, %dk2, %dv2 = ragged.attention_grad %q, %k, %v, %dout
         output(%o : !ragged.tensor<?, [L], 12, 32, f32>) lse(%lse : !ragged.tensor<?, [L], 12, 1, f32>)
         {scale = 0.17677 : f64} : !ragged.tensor<?, [L], 12, 32, f32>
+    %dq3, %dk3, %dv3 = ragged.attention_grad %q, %k, %v, %dout dropout(%seed : tensor<i64>)
+        {scale = 0.17677 : f64, dropout = 0.1 : f64} : !ragged.tensor<?, [L], 12, 32, f32>
     ```
   }];
   let arguments = (ins Ragged_Tensor:$query, Ragged_Tensor:$key, Ragged_Tensor:$value,
                        Ragged_Tensor:$grad, Optional<Ragged_Tensor>:$output,
-                       Optional<Ragged_Tensor>:$lse,
-                       DefaultValuedAttr<F64Attr, "1.0">:$scale, UnitAttr:$causal);
+                       Optional<Ragged_Tensor>:$lse, Optional<0DTensorOf<[I64]>>:$seed,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout);
   let results = (outs Ragged_Tensor:$query_grad, Ragged_Tensor:$key_grad,
                       Ragged_Tensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $grad
     (`output` `(` $output^ `:` qualified(type($output)) `)`)?
     (`lse` `(` $lse^ `:` qualified(type($lse)) `)`)?
+    (`dropout` `(` $seed^ `:` type($seed) `)`)?
     attr-dict `:` qualified(type($query))
   }];
 }

@@ -43,6 +43,15 @@ Value pairOffsets(OpBuilder &b, Location loc, Value offsets) {
   return exclusivePrefixSum(b, loc, squares);
 }
 
+/// What the buckets of `op` (ragged.attention or ragged.attention_grad)
+/// share, its dropout seed read once.
+template <typename OpTy, typename Adaptor>
+AttnShape shapeOf(OpBuilder &b, Location loc, OpTy op, Adaptor adaptor, Type elem) {
+  AttnShape shape{op.getCausal(), op.getScale().convertToDouble(), elem};
+  ValueRange seed = adaptor.getSeed();
+  return withDropout(b, loc, shape, op.getDropout().convertToDouble(), seed.empty() ? Value() : seed.front());
+}
+
 struct ScoresLowering : OpConversionPattern<ScoresOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -147,8 +156,8 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getLse())
-      return rewriter.notifyMatchFailure(op, "the lse result is made by the bucketed lowering");
+    if (op.getLse() || op.getSeed())
+      return rewriter.notifyMatchFailure(op, "an lse result or dropout is made by the bucketed lowering");
     auto type = cast<RaggedTensorType>(op.getResult().getType());
     StringAttr l = type.getSymbols()[0];
     StringAttr none = rewriter.getStringAttr("");
@@ -170,7 +179,7 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
 /// softmax), which any backend takes, on `buckets` dynamic sizes
 /// ceil(maxL / sqrt(2)^(K-1-k)): within a bucket (but the first) lengths are
 /// within sqrt(2) of the padded size. With `onlyLse`, it lowers only the
-/// attentions that return their lse (the others are decomposed).
+/// attentions that return their lse or drop (the others are decomposed).
 struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
   BucketedAttentionLowering(const TypeConverter &converter, MLIRContext *ctx, int64_t buckets, bool onlyLse)
       : OpConversionPattern(converter, ctx, /*benefit=*/2), buckets(buckets), onlyLse(onlyLse) {}
@@ -179,17 +188,17 @@ struct BucketedAttentionLowering : OpConversionPattern<AttentionOp> {
   matchAndRewrite(AttentionOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     bool lse = bool(op.getLse());
-    if (onlyLse && !lse)
-      return rewriter.notifyMatchFailure(op, "decomposed: no lse result");
+    if (onlyLse && !lse && !op.getSeed())
+      return rewriter.notifyMatchFailure(op, "decomposed: no lse result, no dropout");
     Location loc = op.getLoc();
     Packed q = unpack(op.getQuery(), adaptor.getQuery());
     BucketKernel kernel;
     kernel.buckets = buckets;
-    AttnShape shape{op.getCausal(), op.getScale().convertToDouble(), q.type.getElementType()};
+    AttnShape shape = shapeOf(rewriter, loc, op, adaptor, q.type.getElementType());
     SmallVector<Value> outs = bucketedRows(
         rewriter, loc, {q.values, adaptor.getKey().front(), adaptor.getValue().front()}, q.partitions.front(),
-        kernel, lse ? 2 : 1, [&](OpBuilder &b, Location l, ArrayRef<Value> blocks, Value mask) {
-          return linalgAttention(b, l, blocks[0], blocks[1], blocks[2], mask, shape, lse);
+        kernel, lse ? 2 : 1, [&](OpBuilder &b, Location l, ArrayRef<Value> blocks, Value mask, Value items) {
+          return linalgAttention(b, l, blocks[0], blocks[1], blocks[2], mask, shape, lse, items);
         });
     SmallVector<SmallVector<Value>> results{Packed{q.type, outs[0], q.partitions}.flatten(rewriter, loc)};
     if (lse)
@@ -218,7 +227,7 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
     Packed q = unpack(op.getQuery(), adaptor.getQuery());
     BucketKernel kernel;
     kernel.buckets = buckets;
-    AttnShape shape{op.getCausal(), op.getScale().convertToDouble(), q.type.getElementType()};
+    AttnShape shape = shapeOf(rewriter, loc, op, adaptor, q.type.getElementType());
     SmallVector<Value> operands{q.values, adaptor.getKey().front(), adaptor.getValue().front(),
                                 adaptor.getGrad().front()};
     // What the forward kept, as blocks after the four above.
@@ -233,9 +242,9 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
     }
     SmallVector<Value> grads = bucketedRows(
         rewriter, loc, operands, q.partitions.front(), kernel, 3,
-        [&](OpBuilder &b, Location l, ArrayRef<Value> blocks, Value mask) {
+        [&](OpBuilder &b, Location l, ArrayRef<Value> blocks, Value mask, Value items) {
           return linalgAttentionGrad(b, l, blocks[0], blocks[1], blocks[2], blocks[3], mask, shape,
-                                     out < 0 ? Value() : blocks[out], lse < 0 ? Value() : blocks[lse]);
+                                     out < 0 ? Value() : blocks[out], lse < 0 ? Value() : blocks[lse], items);
         });
     SmallVector<SmallVector<Value>> results;
     for (Value grad : grads)

@@ -14,6 +14,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -421,7 +422,14 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
                                return arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, slot, a[0]).getResult();
                              });
     }
-    SmallVector<Value> outs = body(rewriter, loc, blocks, mask);
+    // The item of each block.
+    Value items = parallelGeneric(
+        rewriter, loc, emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {lay.counts[kk]}), {}, {},
+        [&](OpBuilder &b, Location l, ValueRange) {
+          Value rank = arith::AddIOp::create(b, l, first, linalg::IndexOp::create(b, l, 0));
+          return tensor::ExtractOp::create(b, l, lay.itemAt, ValueRange{rank}).getResult();
+        });
+    SmallVector<Value> outs = body(rewriter, loc, blocks, mask, items);
     assert(outs.size() == numResults && "block body returned the wrong number of results");
     for (auto [slab, out] : llvm::zip(outBlocks, outs))
       slab.push_back(tensor::CollapseShapeOp::create(rewriter, loc, out, slotsThenRow));
@@ -506,10 +514,50 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
 Value lowering::bucketedAttention(OpBuilder &b, Location loc, Value q, Value k, Value v, Value offsets,
                                   const AttnShape &shape, const BucketKernel &kernel) {
   return bucketedRows(b, loc, {q, k, v}, offsets, kernel, 1,
-                      [&](OpBuilder &nb, Location l, ArrayRef<Value> blocks, Value mask) {
+                      [&](OpBuilder &nb, Location l, ArrayRef<Value> blocks, Value mask, Value) {
                         return SmallVector<Value>{kernel.attend(nb, l, blocks[0], blocks[1], blocks[2], mask, shape)};
                       })
       .front();
+}
+
+AttnShape lowering::withDropout(OpBuilder &b, Location loc, AttnShape shape, double dropout, Value seed) {
+  if (!seed || dropout <= 0.0)
+    return shape;
+  Type i32 = b.getI32Type();
+  Value s = tensor::ExtractOp::create(b, loc, seed, ValueRange{});
+  shape.dropout = dropout;
+  shape.seedLo = arith::TruncIOp::create(b, loc, i32, s);
+  Value high = arith::ShRUIOp::create(b, loc, s, arith::ConstantIntOp::create(b, loc, b.getI64Type(), 32));
+  shape.seedHi = arith::TruncIOp::create(b, loc, i32, high);
+  return shape;
+}
+
+Value lowering::dropoutFactor(OpBuilder &b, Location loc, const AttnShape &blk, Value item, Value h, Value i,
+                              Value j) {
+  Type i32 = b.getI32Type();
+  auto c32 = [&](uint32_t v) -> Value { return arith::ConstantIntOp::create(b, loc, i32, int64_t(int32_t(v))); };
+  auto asI32 = [&](Value x) -> Value {
+    return x.getType().isIndex() ? arith::IndexCastOp::create(b, loc, i32, x).getResult()
+                                 : arith::TruncIOp::create(b, loc, i32, x).getResult();
+  };
+  // MurmurHash3's 32-bit finaliser.
+  auto mix = [&](Value x) {
+    auto xorShift = [&](Value y, uint32_t by) -> Value {
+      return arith::XOrIOp::create(b, loc, y, arith::ShRUIOp::create(b, loc, y, c32(by)));
+    };
+    x = arith::MulIOp::create(b, loc, xorShift(x, 16), c32(0x85EBCA6B));
+    x = arith::MulIOp::create(b, loc, xorShift(x, 13), c32(0xC2B2AE35));
+    return xorShift(x, 16);
+  };
+  Value c = c32(0);
+  for (auto [x, k] : llvm::zip(SmallVector<Value>{item, h, i, j},
+                               SmallVector<uint32_t>{0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F}))
+    c = arith::AddIOp::create(b, loc, c, arith::MulIOp::create(b, loc, asI32(x), c32(k)));
+  Value u = mix(arith::XOrIOp::create(b, loc, mix(arith::XOrIOp::create(b, loc, c, blk.seedLo)), blk.seedHi));
+  double threshold = std::min(std::round(std::ldexp(blk.dropout, 32)), std::ldexp(1.0, 32) - 1.0);
+  Value kept = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, u, c32(uint32_t(threshold)));
+  return arith::SelectOp::create(b, loc, kept, floatConst(b, loc, blk.elem, 1.0 / (1.0 - blk.dropout)),
+                                 floatConst(b, loc, blk.elem, 0.0));
 }
 
 namespace {
@@ -539,6 +587,17 @@ struct BlockMaps {
 
 auto par = utils::IteratorType::parallel;
 auto red = utils::IteratorType::reduction;
+
+/// `pairs` [n, H, S, S] times each pair's dropout factor (`items` [n] names
+/// each block's item).
+Value dropPairs(OpBuilder &b, Location loc, const BlockMaps &m, Value pairs, Value items, const AttnShape &blk) {
+  return parallelGeneric(b, loc, emptyLike(b, loc, pairs), {pairs, items}, {m.all4(), m.map4({m.d(0)})},
+                         [&](OpBuilder &nb, Location l, ValueRange a) {
+                           auto at = [&](int64_t dim) -> Value { return linalg::IndexOp::create(nb, l, dim); };
+                           Value f = dropoutFactor(nb, l, blk, a[1], at(1), at(2), at(3));
+                           return arith::MulFOp::create(nb, l, a[0], f).getResult();
+                         });
+}
 
 Value mulAdd(OpBuilder &nb, Location l, ValueRange a) {
   return arith::AddFOp::create(nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
@@ -640,12 +699,14 @@ Value pairsTimesRows(OpBuilder &b, Location loc, const BlockMaps &m, Value w, Va
 } // namespace
 
 SmallVector<Value> lowering::linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
-                                             Value keyMask, const AttnShape &blk, bool lse) {
+                                             Value keyMask, const AttnShape &blk, bool lse, Value items) {
   BlockMaps m{b.getContext()};
   PairShapes p = pairShapes(b, loc, qBlock);
   BlockSoftmax sm = blockSoftmax(b, loc, m, p, qBlock, kBlock, keyMask, blk);
-  // out = weights v / sums: the division after the contraction.
-  Value out = pairsTimesRows(b, loc, m, sm.weights, vBlock, /*transposed=*/false);
+  // out = weights v / sums: the division after the contraction. Dropout
+  // drops weights after the sums are taken.
+  Value weights = blk.dropout > 0.0 ? dropPairs(b, loc, m, sm.weights, items, blk) : sm.weights;
+  Value out = pairsTimesRows(b, loc, m, weights, vBlock, /*transposed=*/false);
   AffineMap rowOf = m.map4({m.d(0), m.d(2), m.d(1)});
   SmallVector<Value> results{parallelGeneric(b, loc, emptyLike(b, loc, qBlock), {out, sm.sums}, {m.all4(), rowOf},
                                              [&](OpBuilder &nb, Location l, ValueRange a) {
@@ -672,7 +733,7 @@ SmallVector<Value> lowering::linalgAttention(OpBuilder &b, Location loc, Value q
 
 SmallVector<Value> lowering::linalgAttentionGrad(OpBuilder &b, Location loc, Value qBlock, Value kBlock,
                                                  Value vBlock, Value doutBlock, Value mask, const AttnShape &blk,
-                                                 Value outBlock, Value lseBlock) {
+                                                 Value outBlock, Value lseBlock, Value items) {
   BlockMaps m{b.getContext()};
   PairShapes p = pairShapes(b, loc, qBlock);
   Type elem = blk.elem;
@@ -704,8 +765,13 @@ SmallVector<Value> lowering::linalgAttentionGrad(OpBuilder &b, Location loc, Val
                          return arith::SelectOp::create(nb, l, a[2], pr, zero).getResult();
                        });
   }
-  // dV[b, j, h, e] = sum_m P[b, h, m, j] dO[b, m, h, e].
-  Value dv = pairsTimesRows(b, loc, m, probs, doutBlock, /*transposed=*/true);
+  // With dropout the forward multiplied P by D (1 / (1 - p) where kept, 0
+  // where dropped): PD = P ∘ D stands for P in dV, and dS = scale (PD ∘ dP -
+  // P rowsum(PD ∘ dP)).
+  bool drop = blk.dropout > 0.0;
+  Value dropped = drop ? dropPairs(b, loc, m, probs, items, blk) : probs;
+  // dV[b, j, h, e] = sum_m PD[b, h, m, j] dO[b, m, h, e].
+  Value dv = pairsTimesRows(b, loc, m, dropped, doutBlock, /*transposed=*/true);
   // dP = dO Vᵀ; dS = scale P (dP - sum_j P dP), where sum_j P dP =
   // sum_e dO O when the forward's output is given.
   Value dp = pairDots(b, loc, m, p, elem, doutBlock, vBlock);
@@ -716,16 +782,26 @@ SmallVector<Value> lowering::linalgAttentionGrad(OpBuilder &b, Location loc, Val
     rowDot = structured(b, loc, zeros(b, loc, p.rows, elem, p.rowDyn), {doutBlock, outBlock},
                         {rowOf, rowOf, m.row4()}, {par, par, par, red}, mulAdd);
   } else {
-    rowDot = structured(b, loc, zeros(b, loc, p.rows, elem, p.rowDyn), {probs, dp}, {m.all4(), m.all4(), m.row4()},
-                        {par, par, par, red}, mulAdd);
+    rowDot = structured(b, loc, zeros(b, loc, p.rows, elem, p.rowDyn), {dropped, dp},
+                        {m.all4(), m.all4(), m.row4()}, {par, par, par, red}, mulAdd);
   }
-  Value ds = structured(b, loc, emptyTensor(b, loc, p.pairs, elem, p.pairDyn), {probs, dp, rowDot},
-                        {m.all4(), m.all4(), m.row4(), m.all4()}, {par, par, par, par},
-                        [&](OpBuilder &nb, Location l, ValueRange a) {
-                          Value centred = arith::SubFOp::create(nb, l, a[1], a[2]);
-                          return arith::MulFOp::create(nb, l, arith::MulFOp::create(nb, l, a[0], centred), scale)
-                              .getResult();
-                        });
+  Value ds;
+  if (drop)
+    ds = structured(b, loc, emptyTensor(b, loc, p.pairs, elem, p.pairDyn), {probs, dropped, dp, rowDot},
+                    {m.all4(), m.all4(), m.all4(), m.row4(), m.all4()}, {par, par, par, par},
+                    [&](OpBuilder &nb, Location l, ValueRange a) {
+                      Value kept = arith::MulFOp::create(nb, l, a[1], a[2]);
+                      Value centred = arith::SubFOp::create(nb, l, kept, arith::MulFOp::create(nb, l, a[0], a[3]));
+                      return arith::MulFOp::create(nb, l, centred, scale).getResult();
+                    });
+  else
+    ds = structured(b, loc, emptyTensor(b, loc, p.pairs, elem, p.pairDyn), {probs, dp, rowDot},
+                    {m.all4(), m.all4(), m.row4(), m.all4()}, {par, par, par, par},
+                    [&](OpBuilder &nb, Location l, ValueRange a) {
+                      Value centred = arith::SubFOp::create(nb, l, a[1], a[2]);
+                      return arith::MulFOp::create(nb, l, arith::MulFOp::create(nb, l, a[0], centred), scale)
+                          .getResult();
+                    });
   // dQ = dS K; dK = dSᵀ Q.
   Value dq = pairsTimesRows(b, loc, m, ds, kBlock, /*transposed=*/false);
   Value dk = pairsTimesRows(b, loc, m, ds, qBlock, /*transposed=*/true);

@@ -21,7 +21,20 @@ struct AttnShape {
   bool causal;
   double scale;
   Type elem;
+  /// Attention dropout: the rate, and the seed's low and high 32 bits (i32
+  /// values); see ragged.attention for which weights are dropped.
+  double dropout = 0.0;
+  Value seedLo = {}, seedHi = {};
 };
+
+/// `dropout` and the seed's halves, read from an op's `tensor<i64>` seed
+/// (null where the op does not drop).
+AttnShape withDropout(OpBuilder &b, Location loc, AttnShape shape, double dropout, Value seed);
+
+/// In a generic over the pairs of a block, the factor of the weight of
+/// item `item` (i64), head `h`, query `i` and key `j` (index): 1 / (1 - p)
+/// where kept, 0 where dropped.
+Value dropoutFactor(OpBuilder &b, Location loc, const AttnShape &blk, Value item, Value h, Value i, Value j);
 
 /// Rows gathered by a kernel's row gather: row i of a value is row
 /// `index[i]` of `source`.
@@ -49,9 +62,11 @@ struct BucketKernel {
 };
 
 /// A dense computation on one bucket: the blocks [n, S, H, d] (or [n, S, d],
-/// see `dropUnitHead`) of each operand and the [n, S] i1 mask of the slots
-/// inside their item give one output block [n, S, ...] per result.
-using BlockBody = function_ref<SmallVector<Value>(OpBuilder &, Location, ArrayRef<Value> blocks, Value mask)>;
+/// see `dropUnitHead`) of each operand, the [n, S] i1 mask of the slots
+/// inside their item and the item of each block ([n] i64) give one output
+/// block [n, S, ...] per result.
+using BlockBody =
+    function_ref<SmallVector<Value>(OpBuilder &, Location, ArrayRef<Value> blocks, Value mask, Value items)>;
 
 /// Runs `body` by length buckets on packed operands [rows, H, x] sharing
 /// `offsets` (x may differ between operands: [rows, H, 1] carries one
@@ -87,9 +102,10 @@ Value bucketedAttention(OpBuilder &b, Location loc, Value q, Value k, Value v, V
 /// forward's log-sum-exp `lseBlock` [n, S, H, 1] where given (no reduction
 /// over keys); with the forward's output `outBlock`, rowsum(P dP) is
 /// rowsum(dO O).
+/// With dropout, `items` ([n] i64) names each block's item.
 SmallVector<Value> linalgAttentionGrad(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
                                        Value doutBlock, Value mask, const AttnShape &blk, Value outBlock = {},
-                                       Value lseBlock = {});
+                                       Value lseBlock = {}, Value items = {});
 
 /// Upstream linalg attention over [n, S, H, d] blocks, read in place:
 /// the two contractions index the blocks through their maps (batch dims
@@ -98,9 +114,10 @@ SmallVector<Value> linalgAttentionGrad(OpBuilder &b, Location loc, Value qBlock,
 /// without data tiling (it data-tiles only single-batch contractions).
 /// Scores [n, H, S, S] are materialised; masked keys get -inf. Returns the
 /// output block and, with `lse`, the log-sum-exp of each query slot's
-/// logits [n, S, H, 1] (ragged.attention's `lse` result).
+/// logits [n, S, H, 1] (ragged.attention's `lse` result). With dropout,
+/// `items` ([n] i64) names each block's item.
 SmallVector<Value> linalgAttention(OpBuilder &b, Location loc, Value qBlock, Value kBlock, Value vBlock,
-                                   Value keyMask, const AttnShape &blk, bool lse);
+                                   Value keyMask, const AttnShape &blk, bool lse, Value items = {});
 
 } // namespace mlir::ragged::lowering
 

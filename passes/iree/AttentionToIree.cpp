@@ -158,6 +158,8 @@ struct AttentionToIree : OpRewritePattern<AttentionOp> {
     // lse (a training forward) takes the linalg buckets.
     if (op.getLse())
       return rewriter.notifyMatchFailure(op, "IREE's fused attention returns no lse");
+    if (op.getSeed())
+      return rewriter.notifyMatchFailure(op, "IREE's fused attention does not drop weights");
     auto type = cast<RaggedTensorType>(op.getResult().getType());
     RankedTensorType valuesType = type.getValuesType();
     if (!type.getElementType().isF32() || valuesType.getRank() != 3 || valuesType.isDynamicDim(1) ||

@@ -110,3 +110,66 @@ func.func @attention_saved(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.te
       lse(%l : !ragged.tensor<?, [L], 2, 1, f32>) {scale = 0.5 : f64, causal} : !ragged.tensor<?, [L], 2, 4, f32>
   return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
 }
+
+// -----
+
+// Dropout, forward: the seed's halves are read once; per bucket, the item of
+// each block; the weights exp(logit - max) are summed undropped, then times
+// each pair's factor (MurmurHash3's finaliser twice over item, head, query
+// and key, xor the seed's low then high half; kept when at least
+// p 2^32 = 2^30: 1 / (1 - p), else 0) before the product with V.
+// CHECK-LABEL: func.func @attention_dropout
+// CHECK:         %[[S:.*]] = tensor.extract %arg{{[0-9]+}}[] : tensor<i64>
+// CHECK:         %[[LO:.*]] = arith.trunci %[[S]] : i64 to i32
+// CHECK:         %[[HI0:.*]] = arith.shrui %[[S]], %{{.*}} : i64
+// CHECK:         %[[HI:.*]] = arith.trunci %[[HI0]] : i64 to i32
+// CHECK:         linalg.generic {{.*}} outs({{.*}} : tensor<?x?xi1>)
+// CHECK:         %[[ITEMS:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?xi64>)
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins({{.*}} : tensor<?x2x?x?xf32>, tensor<?x?xi1>, tensor<?x2x?xf32>)
+// CHECK:           math.exp
+// CHECK:         %[[SUMS:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<?x2x?x?xf32>)
+// CHECK:         %[[D:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[ITEMS]] : tensor<?x2x?x?xf32>, tensor<?xi64>)
+// CHECK:           arith.xori %{{.*}}, %[[LO]] : i32
+// CHECK:           arith.xori %{{.*}}, %[[HI]] : i32
+// CHECK:           %[[KEPT:.*]] = arith.cmpi uge, %{{.*}}, %c1073741824_i32 : i32
+// CHECK:           %[[F:.*]] = arith.select %[[KEPT]], %cst{{.*}}, %cst{{.*}} : f32
+// CHECK:           arith.mulf %in, %[[F]] : f32
+// CHECK:         %[[PV:.*]] = linalg.generic {{.*}} ins(%[[D]], %{{.*}} :
+// CHECK:         linalg.generic {{.*}} ins(%[[PV]], %[[SUMS]] :
+// CHECK:           arith.divf
+// With attention-buckets=0 an attention that drops runs by buckets too (the
+// default ladder).
+// EXACT-LABEL: func.func @attention_dropout
+// EXACT-COUNT-15: arith.ceildivui {{.*}}, %c1073741824
+// EXACT:         arith.cmpi uge
+func.func @attention_dropout(%q: !ragged.tensor<?, [L], 2, 4, f32>, %seed: tensor<i64>) -> !ragged.tensor<?, [L], 2, 4, f32> {
+  %o = ragged.attention %q, %q, %q dropout(%seed : tensor<i64>) {dropout = 0.25 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %o : !ragged.tensor<?, [L], 2, 4, f32>
+}
+
+// -----
+
+// Dropout, gradient: P recomputed, PD = P times the same factors; dV = PDᵀ
+// dO; the row sums of PD dP; dS = scale (PD dP - P rowsum).
+// CHECK-LABEL: func.func @attention_grad_dropout
+// CHECK:         tensor.extract %arg{{[0-9]+}}[] : tensor<i64>
+// CHECK:         linalg.generic {{.*}} outs({{.*}} : tensor<?x?xi1>)
+// CHECK:         %[[ITEMS:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?xi64>)
+// CHECK:         %[[P:.*]] = linalg.generic {{.*}} ins({{.*}} : tensor<?x2x?x?xf32>, tensor<?x2x?xf32>, tensor<?x?xi1>)
+// CHECK:           arith.divf
+// CHECK:         %[[PD:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[ITEMS]] : tensor<?x2x?x?xf32>, tensor<?xi64>)
+// CHECK:           arith.cmpi uge
+// CHECK:         %[[DV:.*]] = linalg.generic {{.*}} ins(%[[PD]], %{{.*}} :
+// CHECK:         %[[DP:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>)
+// CHECK:         %[[ROW:.*]] = linalg.generic {{.*}} ins(%[[PD]], %[[DP]] :
+// CHECK:         %[[DS:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[PD]], %[[DP]], %[[ROW]] :
+// CHECK:           arith.mulf
+// CHECK:           arith.mulf
+// CHECK:           arith.subf
+// CHECK:           arith.mulf
+func.func @attention_grad_dropout(%q: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [L], 2, 4, f32>,
+                                  %seed: tensor<i64>) -> !ragged.tensor<?, [L], 2, 4, f32> {
+  %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %g dropout(%seed : tensor<i64>) {dropout = 0.25 : f64}
+      : !ragged.tensor<?, [L], 2, 4, f32>
+  return %dv : !ragged.tensor<?, [L], 2, 4, f32>
+}

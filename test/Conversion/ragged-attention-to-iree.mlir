@@ -166,3 +166,18 @@ func.func @with_lse(%q: !ragged.tensor<?, [L], 2, 4, f32>)
   %o, %l = ragged.attention %q, %q, %q {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32> lse !ragged.tensor<?, [L], 2, 1, f32>
   return %o, %l : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 1, f32>
 }
+
+// Nor does it drop weights: an attention with dropout is left for the
+// linalg buckets as well.
+// RAGGED-LABEL: func.func @with_dropout
+// RAGGED-NOT:     iree_linalg_ext
+// RAGGED:         ragged.attention {{.*}} dropout(
+// CHECK-LABEL: func.func @with_dropout
+// CHECK-NOT:     iree_linalg_ext.attention
+// CHECK:         arith.cmpi uge
+// CHECK:         return
+func.func @with_dropout(%q: !ragged.tensor<?, [L], 2, 4, f32>, %seed: tensor<i64>) -> !ragged.tensor<?, [L], 2, 4, f32> {
+  %o = ragged.attention %q, %q, %q dropout(%seed : tensor<i64>) {scale = 0.5 : f64, dropout = 0.1 : f64}
+      : !ragged.tensor<?, [L], 2, 4, f32>
+  return %o : !ragged.tensor<?, [L], 2, 4, f32>
+}

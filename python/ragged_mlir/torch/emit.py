@@ -22,6 +22,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -334,20 +335,20 @@ def _segment_softmax(em: Emitter, node: fx.Node) -> ir.Value:
 
 @lowering(torch.ops.ragged.attention.default, "softmax(scale q kᵀ [+ causal]) v per item and head")
 def _attention(em: Emitter, node: fx.Node) -> ir.Value:
-    q, k, v, offsets, scale, causal = node.args
+    q, k, v, offsets, scale, causal = node.args[:6]
     packed = [em.pack(x, offsets) for x in (q, k, v)]
-    out = rd.attention(packed[0].type, None, *packed, **_attention_attrs(scale, causal))
+    out = rd.attention(packed[0].type, None, *packed, **_attention_attrs(em, node, scale, causal, 6))
     return em.unpack(out, node)
 
 
 @lowering(torch.ops.ragged.attention_lse.default, "attention and its log-sum-exp per query row and head")
 def _attention_lse(em: Emitter, node: fx.Node) -> tuple[ir.Value, ...]:
-    q, k, v, offsets, scale, causal = node.args
+    q, k, v, offsets, scale, causal = node.args[:6]
     packed = [em.pack(x, offsets) for x in (q, k, v)]
     rt = rd.RaggedTensorType(packed[0].type)
     heads = rt.dense_dims[0]
     lse_type = rd.RaggedTensorType.get(None, [rd.Ragged(em.symbol(offsets)), heads, 1], rt.element_type)
-    out, lse = rd.attention(packed[0].type, lse_type, *packed, **_attention_attrs(scale, causal))
+    out, lse = rd.attention(packed[0].type, lse_type, *packed, **_attention_attrs(em, node, scale, causal, 6))
     return tuple(em.unpack_as(r, val) for r, val in zip((out, lse), value_of(node), strict=True))
 
 
@@ -356,21 +357,35 @@ def _attention_lse(em: Emitter, node: fx.Node) -> tuple[ir.Value, ...]:
     "the gradients (q, k, v) of attention given its output's (ragged.attention_grad)",
 )
 def _attention_backward(em: Emitter, node: fx.Node) -> tuple[ir.Value, ...]:
-    grad, q, k, v, offsets, scale, causal, *saved = node.args
-    saved = [*saved, None, None]
-    output, lse = node.kwargs.get("output", saved[0]), node.kwargs.get("lse", saved[1])
+    grad, q, k, v, offsets, scale, causal = node.args[:7]
+    output, lse = (_argument(node, name, 7 + i) for i, name in enumerate(("output", "lse")))
     packed = [em.pack(x, offsets) for x in (q, k, v, grad)]
     grads = rd.attention_grad(
         *packed,
         output=None if output is None else em.pack(output, offsets),
         lse=None if lse is None else em.pack(lse, offsets),
-        **_attention_attrs(scale, causal),
+        **_attention_attrs(em, node, scale, causal, 9),
     )
     return tuple(em.unpack_as(g, val) for g, val in zip(grads, value_of(node), strict=True))
 
 
-def _attention_attrs(scale, causal) -> dict:
-    return {"scale": _float(scale, ir.F64Type.get()), "causal": ir.UnitAttr.get() if causal else None}
+def _argument(node: fx.Node, name: str, position: int, default: Any = None) -> Any:
+    """A call's argument ``name``, passed at ``position`` or by keyword."""
+    if len(node.args) > position:
+        return node.args[position]
+    return node.kwargs.get(name, default)
+
+
+def _attention_attrs(em: Emitter, node: fx.Node, scale, causal, dropout_at: int) -> dict:
+    """The attributes of ragged.attention(_grad), and its seed where it drops
+    (``dropout_p`` and ``seed`` are arguments ``dropout_at`` and the next)."""
+    attrs = {"scale": _float(scale, ir.F64Type.get()), "causal": ir.UnitAttr.get() if causal else None}
+    p = float(_argument(node, "dropout_p", dropout_at, 0.0))
+    seed = _argument(node, "seed", dropout_at + 1)
+    if p > 0.0 and seed is not None:
+        attrs["dropout"] = _float(p, ir.F64Type.get())
+        attrs["seed"] = em.cast(em[seed], ir.RankedTensorType.get([], ir.IntegerType.get_signless(64)))
+    return attrs
 
 
 @lowering(torch.ops.ragged.to_padded.default, "packed rows as [B, length, ...], padding after each item")
@@ -694,23 +709,34 @@ def build_module(plan: Plan, owner: fx.GraphModule) -> tuple[ir.Module, dict[str
     texts = {step.name: import_dense(step, owner) for step in plan.steps if isinstance(step, DensePiece)}
     module = ir.Module.create()
     callees: dict[str, func.FuncOp] = {}
+    # Module-level symbols the pieces share: torch-mlir gives every piece
+    # with random ops the same `ml_program.global @global_seed`, which the
+    # pieces then draw from in turn, as one stream.
+    shared: dict[str, str] = {}
     for name, text in texts.items():
         piece_module = ir.Module.parse(text)
         for op in list(piece_module.body.operations):
             if isinstance(op, func.FuncOp) or op.operation.name == "func.func":
                 op.operation.attributes["sym_visibility"] = ir.StringAttr.get("private")
                 callees[name] = op
+            elif "sym_name" in op.operation.attributes:
+                symbol = ir.StringAttr(op.operation.attributes["sym_name"]).value
+                if symbol in shared:
+                    if shared[symbol] != str(op):
+                        raise Unsupported(f"dense pieces define the symbol @{symbol} differently")
+                    continue
+                shared[symbol] = str(op)
             module.body.append(op.detach_from_parent())
 
-    arg_types = [value_type(n) for n in plan.device_inputs]
-    result_types = [value_type(n) for n in plan.device_outputs]
+    arg_types = [boundary_type(value_type(n)) for n in plan.device_inputs]
+    result_types = [boundary_type(value_type(n)) for n in plan.device_outputs]
     with ir.InsertionPoint(module.body):
         main = func.FuncOp("main", (arg_types, result_types))
     block = main.add_entry_block()
     em = Emitter()
-    for node, arg in zip(plan.device_inputs, block.arguments, strict=True):
-        em.env[node] = arg
     with ir.InsertionPoint(block):
+        for node, arg in zip(plan.device_inputs, block.arguments, strict=True):
+            em.env[node] = _convert_elements(arg, value_type(node))
         for step in plan.steps:
             if isinstance(step, OpStep):
                 if step.node.target is operator.getitem:  # one result of a multi-result op
@@ -736,8 +762,67 @@ def build_module(plan: Plan, owner: fx.GraphModule) -> tuple[ir.Module, dict[str
             call = func.CallOp(list(ftype.results), ir.FlatSymbolRefAttr.get(step.name), args)
             for node, result in zip(step.outputs, call.results, strict=True):
                 em.env[node] = result
-        func.ReturnOp([em.cast(em[n], t) for n, t in zip(plan.device_outputs, result_types, strict=True)])
+        results = [em.cast(em[n], value_type(n)) for n in plan.device_outputs]
+        func.ReturnOp([_convert_elements(r, t) for r, t in zip(results, result_types, strict=True)])
     return module, texts
+
+
+def boundary_type(t: ir.Type) -> ir.Type:
+    """How a value of type ``t`` crosses into and out of ``main``: bool
+    tensors as i8 (the same bytes), so that no i1 tensor is an argument or
+    a result. IREE 3.13's data tiling fails on an i1 argument that reaches
+    a packed GEMM through elementwise ops ("'linalg.pack' op expected
+    padding_value has 'i8' but got: 'i1'"), as a saved dropout mask does in
+    a training step's backward."""
+    if isinstance(t, ir.RankedTensorType) and t.element_type == ir.IntegerType.get_signless(1):
+        return ir.RankedTensorType.get(t.shape, ir.IntegerType.get_signless(8))
+    return t
+
+
+def _convert_elements(value: ir.Value, want: ir.Type) -> ir.Value:
+    """``value`` as ``want``: the same tensor with i8 elements for i1 ones or
+    back (a linalg.generic of ``arith.extui`` / ``arith.trunci``); other
+    values unchanged."""
+    have = value.type
+    if have == want or not isinstance(have, ir.RankedTensorType):
+        return value
+    t = ir.RankedTensorType(have)
+    rank = t.rank
+    sizes = [
+        tensor.dim(value, arith.constant(ir.IndexType.get(), i)) for i in range(rank) if t.is_dynamic_dim(i)
+    ]
+    want_elem = ir.RankedTensorType(want).element_type
+    init = tensor.empty(_sizes_with_static(t, sizes), want_elem)
+    identity = ir.Attribute.parse(
+        f"affine_map<({', '.join(f'd{i}' for i in range(rank))}) -> "
+        f"({', '.join(f'd{i}' for i in range(rank))})>"
+    )
+    generic = ir.Operation.create(
+        "linalg.generic",
+        results=[want],
+        operands=[value, init],
+        attributes={
+            "indexing_maps": ir.ArrayAttr.get([identity, identity]),
+            "iterator_types": ir.Attribute.parse(
+                "[" + ", ".join(["#linalg.iterator_type<parallel>"] * rank) + "]"
+            ),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1]),
+        },
+        regions=1,
+    )
+    block = generic.regions[0].blocks.append(t.element_type, want_elem)
+    with ir.InsertionPoint(block):
+        x = block.arguments[0]
+        widen = ir.IntegerType(want_elem).width > ir.IntegerType(t.element_type).width
+        y = arith.extui(want_elem, x) if widen else arith.trunci(want_elem, x)
+        ir.Operation.create("linalg.yield", operands=[y])
+    return generic.result
+
+
+def _sizes_with_static(t: ir.RankedTensorType, dynamic: list[ir.Value]) -> list:
+    """``tensor.empty``'s sizes for ``t``: its static extents, and ``dynamic`` in order for the others."""
+    it = iter(dynamic)
+    return [next(it) if t.is_dynamic_dim(i) else t.shape[i] for i in range(t.rank)]
 
 
 def describe_steps(plan: Plan) -> list[str]:

@@ -15,9 +15,11 @@ share their offsets, the call is one ``torch.ops.ragged.attention`` on the
 packed rows (no copy; extra leading static dims are folded into the heads).
 When the last two dims are static (``[B, L(b), H, d]``: each token attends
 over its ``H`` entries, as torch would compute it on the padded tensor), it is
-a dense SDPA with the rows as batch. Attention masks, dropout, cross
-attention between items of different lengths, a value head size different
-from the query's and several ragged dims run item by item (eager only).
+a dense SDPA with the rows as batch. Dropout (``dropout_p``, and
+``nn.MultiheadAttention``'s ``dropout`` in training) drops weights inside the
+attention kernel, by a seed drawn per call. Attention masks, cross attention
+between items of different lengths, a value head size different from the
+query's and several ragged dims run item by item (eager only).
 """
 
 from __future__ import annotations
@@ -42,9 +44,19 @@ KEEP_LSE = os.environ.get("RAGGED_ATTENTION_LSE", "1") != "0"
 
 
 def _ragged_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offsets, scale, causal, gqa, fname: str
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    offsets,
+    scale,
+    causal,
+    gqa,
+    fname: str,
+    dropout_p: float = 0.0,
 ):
-    """Attention on packed ``[N, heads, d]`` rows; returns ``[N, heads, d]``."""
+    """Attention on packed ``[N, heads, d]`` rows; returns ``[N, heads, d]``.
+    With ``dropout_p``, weights are dropped by a fresh seed drawn from
+    torch's generator (eagerly) or the compiled module's (compiled)."""
     hq, hk, hv = q.shape[1], k.shape[1], v.shape[1]
     if hk != hq or hv != hq:
         if not gqa or hk != hv or hq % hk != 0:
@@ -58,6 +70,12 @@ def _ragged_attention(
         raise ValueError(f"{fname}: query and key head sizes differ ({q.shape[-1]} vs {k.shape[-1]})")
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
+    dropout_p = float(dropout_p)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"{fname}: dropout must be in [0, 1), got {dropout_p}")
+    drop = ()
+    if dropout_p > 0.0:
+        drop = (dropout_p, torch.randint(0, 2**62, (), dtype=torch.int64, device=q.device))
     if (
         KEEP_LSE
         and _is_compiling()
@@ -66,8 +84,8 @@ def _ragged_attention(
     ):
         # A compiled training forward keeps its log-sum-exp for the gradient
         # (eagerly, the gradient recomputes everything anyway).
-        return torch.ops.ragged.attention_lse(q, k, v, offsets, float(scale), bool(causal))[0]
-    return torch.ops.ragged.attention(q, k, v, offsets, float(scale), bool(causal))
+        return torch.ops.ragged.attention_lse(q, k, v, offsets, float(scale), bool(causal), *drop)[0]
+    return torch.ops.ragged.attention(q, k, v, offsets, float(scale), bool(causal), *drop)
 
 
 def _bind(args: tuple, kwargs: dict) -> dict:
@@ -113,7 +131,7 @@ def sdpa_handler(func: Callable, args: tuple, kwargs: dict) -> Any:
     layouts = {q.ragged_dims, k.ragged_dims, v.ragged_dims}
     if layouts == {(seq,)}:
         same = _same_offsets(q, k) and _same_offsets(q, v)
-        if same and mask is None and dropout_p == 0.0 and v.values.shape[-1] == q.values.shape[-1]:
+        if same and mask is None and v.values.shape[-1] == q.values.shape[-1]:
             q._check_same_structure(k, f"{_FNAME} (query vs key)")
             q._check_same_structure(v, f"{_FNAME} (query vs value)")
             n = q.values.shape[0]
@@ -124,11 +142,9 @@ def sdpa_handler(func: Callable, args: tuple, kwargs: dict) -> Any:
                 for s in t.values.shape[1:-1]:
                     h = h * s
                 flat.append(t.values.reshape(t.values.shape[0], h, t.values.shape[-1]))
-            out = _ragged_attention(*flat, q.offsets, scale, causal, gqa, _FNAME)
+            out = _ragged_attention(*flat, q.offsets, scale, causal, gqa, _FNAME, dropout_p)
             return q._derive(out.reshape((n, *heads, out.shape[-1])))
-        return _per_item(
-            q, k, v, p, "cross attention, a mask, dropout or a value head size unlike the query's"
-        )
+        return _per_item(q, k, v, p, "cross attention, a mask or a value head size unlike the query's")
     if all(seq not in t.ragged_dims and feat not in t.ragged_dims for t in qkv):
         # The ragged dims are batch-like: a dense attention with the rows as batch.
         q._check_same_structure(k, f"{_FNAME} (query vs key)")
@@ -162,8 +178,8 @@ def _per_item(q: NestedTensor, k: NestedTensor, v: NestedTensor, p: dict, why: s
     if _is_compiling():
         raise NotImplementedError(
             f"{_FNAME}: {why} runs item by item on the host and is not traceable; under torch.compile, "
-            f"query, key and value must share their offsets with the ragged dim at -2, without attn_mask or "
-            f"dropout (use is_causal for causal attention)"
+            f"query, key and value must share their offsets with the ragged dim at -2, without attn_mask "
+            f"(use is_causal for causal attention)"
         )
     if not len(q) == len(k) == len(v):
         raise ValueError(
@@ -279,12 +295,7 @@ def mha_handler(func: Callable, args: tuple, kwargs: dict) -> Any:
         or p["static_v"] is not None
     ):
         raise NotImplementedError(f"{fname}: add_bias_kv, add_zero_attn and static_k/v are not supported")
-    dropout_p = p["dropout_p"]
-    if p["training"] and dropout_p > 0.0:
-        raise NotImplementedError(
-            f"{fname}: attention dropout (dropout={dropout_p}) in training is not supported for NestedTensor "
-            f"inputs; use dropout=0.0 or eval mode"
-        )
+    dropout_p = float(p["dropout_p"]) if p["training"] else 0.0
     e = q.values.shape[-1]
     if e != p["embed_dim_to_check"]:
         raise ValueError(f"{fname}: expected embed dim {p['embed_dim_to_check']}, got query of embed dim {e}")
@@ -312,6 +323,6 @@ def mha_handler(func: Callable, args: tuple, kwargs: dict) -> Any:
         xq, xk, xv = F.linear(q.values, wq, bq), F.linear(k.values, wk, bk), F.linear(v.values, wv, bv)
     n = q.values.shape[0]
     heads = [t.reshape(n, num_heads, head_dim) for t in (xq, xk, xv)]
-    out = _ragged_attention(*heads, q.offsets, None, p["is_causal"], False, fname)
+    out = _ragged_attention(*heads, q.offsets, None, p["is_causal"], False, fname, dropout_p)
     out = F.linear(out.reshape(n, e), p["out_proj_weight"], p["out_proj_bias"])
     return q._derive(out), None

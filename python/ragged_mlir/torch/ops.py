@@ -14,6 +14,7 @@ __all__ = [
     "attention",
     "attention_backward",
     "conv2d",
+    "dropout_factors",
     "pool2d",
     "row_range",
     "window_offsets",
@@ -110,13 +111,60 @@ def _(values, offsets):
     return torch.empty_like(values)
 
 
-def _item_heads(offsets: torch.Tensor, *tensors: torch.Tensor):
+def _item_heads(offsets: torch.Tensor, *tensors: torch.Tensor, items: bool = False):
     """``(a, b, views)`` for each non-empty item, rows ``[a, b)``: the
-    item's rows of each packed ``[rows, H, d]`` tensor as ``[H, L, d]``."""
+    item's rows of each packed ``[rows, H, d]`` tensor as ``[H, L, d]``
+    (``(item, a, b, views)`` with ``items``)."""
     bounds = offsets.tolist()
-    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+    for item, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=False)):
         if a < b:
-            yield a, b, [t[a:b].transpose(0, 1) for t in tensors]
+            views = [t[a:b].transpose(0, 1) for t in tensors]
+            yield (item, a, b, views) if items else (a, b, views)
+
+
+_U32 = 0xFFFFFFFF
+
+
+def _mul32(x: torch.Tensor, k: int) -> torch.Tensor:
+    """``x * k`` mod 2^32 for ``x`` in [0, 2^32) (int64, without overflow)."""
+    lo, hi = k & 0xFFFF, k >> 16
+    return (x * lo + (((x * hi) & 0xFFFF) << 16)) & _U32
+
+
+def _mix32(x: torch.Tensor) -> torch.Tensor:
+    """MurmurHash3's 32-bit finaliser on int64 tensors holding uint32 values."""
+    x = _mul32(x ^ (x >> 16), 0x85EBCA6B)
+    x = _mul32(x ^ (x >> 13), 0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+def dropout_factors(
+    seed: torch.Tensor, item: int, heads: int, length: int, p: float, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """The attention-dropout factors ``[heads, length, length]`` of item
+    ``item``: ``1 / (1 - p)`` for the weights (query ``i``, key ``j``) that
+    :func:`attention` with ``dropout_p=p`` and ``seed`` keeps, 0 for those it
+    drops (the rule of ``ragged.attention``'s ``dropout``)."""
+    s = int(seed)
+    dev = seed.device
+    h = torch.arange(heads, device=dev).view(-1, 1, 1)
+    i = torch.arange(length, device=dev).view(1, -1, 1)
+    j = torch.arange(length, device=dev).view(1, 1, -1)
+    c = (_mul32(torch.tensor(item, device=dev), 0x9E3779B1) + _mul32(h, 0x85EBCA77)) & _U32
+    c = (c + _mul32(i, 0xC2B2AE3D) + _mul32(j, 0x27D4EB2F)) & _U32
+    u = _mix32(_mix32(c ^ (s & _U32)) ^ ((s >> 32) & _U32))
+    threshold = min(round(p * 2.0**32), _U32)
+    return (u >= threshold).to(dtype) / (1.0 - p)
+
+
+def _check_dropout(dropout_p: float, seed: torch.Tensor | None) -> bool:
+    """Whether the attention drops; raises on a rate outside [0, 1) or a
+    rate without a seed."""
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
+    if dropout_p > 0.0 and (seed is None or seed.dtype != torch.int64 or seed.dim() != 0):
+        raise ValueError("attention: dropout_p > 0 needs a seed, a 0-dim int64 tensor")
+    return dropout_p > 0.0
 
 
 @torch.library.custom_op("ragged::attention", mutates_args=())
@@ -127,8 +175,14 @@ def attention(
     offsets: torch.Tensor,
     scale: float,
     causal: bool,
+    dropout_p: float = 0.0,
+    seed: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """softmax(scale q kᵀ [+ causal]) v per item and head on ``[rows, heads, d]``."""
+    """softmax(scale q kᵀ [+ causal]) v per item and head on ``[rows, heads, d]``.
+    With ``dropout_p > 0``, weights are dropped after the softmax as
+    :func:`dropout_factors` says for ``seed``."""
+    if _check_dropout(dropout_p, seed):
+        return attention_lse(query, key, value, offsets, scale, causal, dropout_p, seed)[0]
     out = torch.empty_like(query)
     for a, b, (q, k, v) in _item_heads(offsets, query, key, value):
         out[a:b] = torch.nn.functional.scaled_dot_product_attention(
@@ -138,7 +192,7 @@ def attention(
 
 
 @attention.register_fake
-def _(query, key, value, offsets, scale, causal):
+def _(query, key, value, offsets, scale, causal, dropout_p=0.0, seed=None):
     return torch.empty_like(query)
 
 
@@ -159,21 +213,27 @@ def attention_lse(
     offsets: torch.Tensor,
     scale: float,
     causal: bool,
+    dropout_p: float = 0.0,
+    seed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`attention` and the log-sum-exp of each query row's scaled
     logits, ``[rows, heads, 1]``: what a training forward keeps for
     :func:`attention_backward`, which then reduces over no key pairs."""
+    drop = _check_dropout(dropout_p, seed)
     out = torch.empty_like(query)
     lse = query.new_empty(query.shape[0], query.shape[1], 1)
-    for a, b, (q, k, v) in _item_heads(offsets, query, key, value):
+    for item, a, b, (q, k, v) in _item_heads(offsets, query, key, value, items=True):
         s = _item_logits(q, k, scale, causal)
-        out[a:b] = (torch.softmax(s, dim=-1) @ v).transpose(0, 1)
+        p = torch.softmax(s, dim=-1)
+        if drop:
+            p = p * dropout_factors(seed, item, q.shape[0], b - a, dropout_p, p.dtype)
+        out[a:b] = (p @ v).transpose(0, 1)
         lse[a:b] = torch.logsumexp(s, dim=-1).transpose(0, 1).unsqueeze(-1)
     return out, lse
 
 
 @attention_lse.register_fake
-def _(query, key, value, offsets, scale, causal):
+def _(query, key, value, offsets, scale, causal, dropout_p=0.0, seed=None):
     return torch.empty_like(query), query.new_empty(query.shape[0], query.shape[1], 1)
 
 
@@ -275,61 +335,76 @@ def attention_backward(
     causal: bool,
     output: torch.Tensor | None = None,
     lse: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    seed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The gradients (query, key, value) of :func:`attention` given the
     gradient ``grad`` of its output (``ragged.attention_grad``). The
     forward's ``output`` and ``lse`` (:func:`attention_lse`), where given,
     spare the compiled gradient its reductions over key pairs; eagerly,
-    everything is recomputed."""
+    everything is recomputed. ``dropout_p`` and ``seed`` are the forward's."""
+    drop = _check_dropout(dropout_p, seed)
     grads = [torch.zeros_like(t) for t in (query, key, value)]
-    for a, b, (q, k, v, do) in _item_heads(offsets, query, key, value, grad):
-        # Per item and head [H, L, d]: P recomputed, then dV = Pᵀ dO,
-        # dS = P (dO Vᵀ - rowsum(P dO Vᵀ)), dQ = scale dS K, dK = scale dSᵀ Q.
+    for item, a, b, (q, k, v, do) in _item_heads(offsets, query, key, value, grad, items=True):
+        # Per item and head [H, L, d]: P recomputed and PD = P D (D the
+        # dropout factors, or 1), then dV = PDᵀ dO, dS = PD dO Vᵀ - P
+        # rowsum(PD dO Vᵀ), dQ = scale dS K, dK = scale dSᵀ Q.
         p = torch.softmax(_item_logits(q, k, scale, causal), dim=-1)
+        pd = p * dropout_factors(seed, item, q.shape[0], b - a, dropout_p, p.dtype) if drop else p
         dp = do @ v.transpose(1, 2)
-        ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+        ds = pd * dp - p * (pd * dp).sum(-1, keepdim=True)
         for g, d in zip(
-            grads, (scale * ds @ k, scale * ds.transpose(1, 2) @ q, p.transpose(1, 2) @ do), strict=True
+            grads, (scale * ds @ k, scale * ds.transpose(1, 2) @ q, pd.transpose(1, 2) @ do), strict=True
         ):
             g[a:b] = d.transpose(0, 1)
     return grads[0], grads[1], grads[2]
 
 
 @attention_backward.register_fake
-def _(grad, query, key, value, offsets, scale, causal, output=None, lse=None):
+def _(grad, query, key, value, offsets, scale, causal, output=None, lse=None, dropout_p=0.0, seed=None):
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
 
 def _attention_setup(ctx, inputs, output):
-    query, key, value, offsets, scale, causal = inputs
-    ctx.scale, ctx.causal = scale, causal
-    ctx.save_for_backward(query, key, value, offsets)
+    query, key, value, offsets, scale, causal, dropout_p, seed = inputs
+    ctx.scale, ctx.causal, ctx.dropout_p = scale, causal, dropout_p
+    ctx.save_for_backward(query, key, value, offsets, seed)
 
 
 def _attention_backward(ctx, grad):
     # One op, so that a traced backward graph holds ragged.attention_grad.
-    query, key, value, offsets = ctx.saved_tensors
-    dq, dk, dv = attention_backward(grad.contiguous(), query, key, value, offsets, ctx.scale, ctx.causal)
-    return dq, dk, dv, None, None, None
+    query, key, value, offsets, seed = ctx.saved_tensors
+    dq, dk, dv = attention_backward(
+        grad.contiguous(),
+        query,
+        key,
+        value,
+        offsets,
+        ctx.scale,
+        ctx.causal,
+        dropout_p=ctx.dropout_p,
+        seed=seed,
+    )
+    return dq, dk, dv, None, None, None, None, None
 
 
 attention.register_autograd(_attention_backward, setup_context=_attention_setup)
 
 
 def _attention_lse_setup(ctx, inputs, output):
-    query, key, value, offsets, scale, causal = inputs
+    query, key, value, offsets, scale, causal, dropout_p, seed = inputs
     out, lse = output
-    ctx.scale, ctx.causal = scale, causal
+    ctx.scale, ctx.causal, ctx.dropout_p = scale, causal, dropout_p
     ctx.mark_non_differentiable(lse)
-    ctx.save_for_backward(query, key, value, offsets, out, lse)
+    ctx.save_for_backward(query, key, value, offsets, out, lse, seed)
 
 
 def _attention_lse_backward(ctx, grad, _grad_lse):
-    query, key, value, offsets, out, lse = ctx.saved_tensors
+    query, key, value, offsets, out, lse, seed = ctx.saved_tensors
     dq, dk, dv = attention_backward(
-        grad.contiguous(), query, key, value, offsets, ctx.scale, ctx.causal, out, lse
+        grad.contiguous(), query, key, value, offsets, ctx.scale, ctx.causal, out, lse, ctx.dropout_p, seed
     )
-    return dq, dk, dv, None, None, None
+    return dq, dk, dv, None, None, None, None, None
 
 
 attention_lse.register_autograd(_attention_lse_backward, setup_context=_attention_lse_setup)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .graph import Plan
+from .graph import Plan, value_of
 
 __all__ = ["CompiledGraph"]
 
@@ -30,11 +30,14 @@ def _version(t: torch.Tensor):
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     """A host array of ``t`` (no copy when it is a contiguous CPU tensor);
     bfloat16, which numpy lacks, as ``ml_dtypes.bfloat16`` (what IREE's
-    runtime takes and returns)."""
+    runtime takes and returns); bool as int8, as bool tensors cross into
+    a compiled graph (:func:`.emit.boundary_type`)."""
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
     t = t.contiguous()
+    if t.dtype == torch.bool:
+        return t.view(torch.int8).numpy()
     if t.dtype == torch.bfloat16:
         import ml_dtypes
 
@@ -105,6 +108,12 @@ class CompiledGraph:
         positions = [index[plan.device_inputs[k]] for k in sorted(frozen_set)]
         self._parameters = _Parameters(compiled, positions, parameter_keys) if frozen_set else None
         self.timings: dict[str, float] = {}
+        # Bool tensors come back as int8 (.emit.boundary_type).
+        self._bool_results = [
+            k
+            for k, node in enumerate(plan.device_outputs)
+            if isinstance(v := value_of(node), torch.Tensor) and v.dtype == torch.bool
+        ]
 
     def __call__(self, *args):
         plan = self.plan
@@ -124,6 +133,8 @@ class CompiledGraph:
             if len(plan.device_outputs) == 1:
                 out = [out]
             results = [to_torch(o) for o in out] if plan.device_outputs else []
+            for k in self._bool_results:
+                results[k] = results[k].view(torch.bool)
         built = []
         for spec in plan.outputs:
             if spec.kind == "device":

@@ -468,6 +468,40 @@ func.func @broadcast_nested(%p: tensor<?x8xf32>, %x: !ragged.tensor<?, [S], [T(S
 
 // -----
 
+// attention: a dropout rate needs a seed, a seed a rate, and the rate is below 1.
+func.func @attention_dropout_seed(%q: !ragged.tensor<?, [L], 2, 4, f32>) {
+  // expected-error @+1 {{'ragged.attention' op dropout 1.000000e-01 needs a seed: dropout(%seed : tensor<i64>)}}
+  %o = ragged.attention %q, %q, %q {dropout = 0.1 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  return
+}
+
+// -----
+
+func.func @attention_dropout_rate(%q: !ragged.tensor<?, [L], 2, 4, f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'ragged.attention' op has a seed but no dropout rate (dropout = p with 0 < p < 1)}}
+  %o = ragged.attention %q, %q, %q dropout(%s : tensor<i64>) : !ragged.tensor<?, [L], 2, 4, f32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_dropout_one(%q: !ragged.tensor<?, [L], 2, 4, f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{'ragged.attention_grad' op dropout must be in [0, 1), got 1.000000e+00}}
+  %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %q dropout(%s : tensor<i64>) {dropout = 1.0 : f64}
+      : !ragged.tensor<?, [L], 2, 4, f32>
+  return
+}
+
+// -----
+
+func.func @attention_dropout_seed_type(%q: !ragged.tensor<?, [L], 2, 4, f32>, %s: tensor<i32>) {
+  // expected-error @+1 {{'ragged.attention' op operand #3 must be 0D tensor of 64-bit signless integer values}}
+  %o = ragged.attention %q, %q, %q dropout(%s : tensor<i32>) {dropout = 0.1 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  return
+}
+
+// -----
+
 // attention_grad: [B, L(b), heads, head_dim].
 func.func @attention_grad_layout(%q: !ragged.tensor<?, [L], 8, f32>) {
   // expected-error @+1 {{'ragged.attention_grad' op query must be [B, L(b), heads, head_dim], got '!ragged.tensor<?, [L], 8, f32>'}}
@@ -480,7 +514,7 @@ func.func @attention_grad_layout(%q: !ragged.tensor<?, [L], 8, f32>) {
 // attention_grad: the gradient of the output has the query's type (its partition too).
 func.func @attention_grad_partition(%q: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [M], 2, 4, f32>) {
   // expected-error @+1 {{'ragged.attention_grad' op failed to verify that all of {query, key, value, grad, query_grad, key_grad, value_grad} have same type}}
-  %dq, %dk, %dv = "ragged.attention_grad"(%q, %q, %q, %g) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [M], 2, 4, f32>) -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>)
+  %dq, %dk, %dv = "ragged.attention_grad"(%q, %q, %q, %g) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>} : (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [M], 2, 4, f32>) -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>)
   return
 }
 

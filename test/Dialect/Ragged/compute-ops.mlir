@@ -294,6 +294,20 @@ func.func @attention(%q: !ragged.tensor<8, [L], 2, 4, f32>, %k: !ragged.tensor<8
   return %b : !ragged.tensor<8, [L], 2, 4, f32>
 }
 
+// CHECK-LABEL: func.func @attention_dropout
+// CHECK-SAME:    (%[[Q:.*]]: !ragged.tensor<?, [L], 2, 4, f32>, %[[S:.*]]: tensor<i64>)
+// CHECK-NEXT:    %[[O:.*]], %[[LSE:.*]] = ragged.attention %[[Q]], %[[Q]], %[[Q]] dropout(%[[S]] : tensor<i64>) {dropout = 1.000000e-01 : f64}
+// CHECK-SAME:      : !ragged.tensor<?, [L], 2, 4, f32> lse !ragged.tensor<?, [L], 2, 1, f32>
+// CHECK-NEXT:    %{{.*}}, %{{.*}}, %{{.*}} = ragged.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[O]] output(%[[O]] : {{.*}}) lse(%[[LSE]] : {{.*}}) dropout(%[[S]] : tensor<i64>) {dropout = 1.000000e-01 : f64}
+func.func @attention_dropout(%q: !ragged.tensor<?, [L], 2, 4, f32>, %seed: tensor<i64>) -> !ragged.tensor<?, [L], 2, 4, f32> {
+  %o, %lse = ragged.attention %q, %q, %q dropout(%seed : tensor<i64>) {dropout = 0.1 : f64}
+      : !ragged.tensor<?, [L], 2, 4, f32> lse !ragged.tensor<?, [L], 2, 1, f32>
+  %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %o output(%o : !ragged.tensor<?, [L], 2, 4, f32>)
+      lse(%lse : !ragged.tensor<?, [L], 2, 1, f32>) dropout(%seed : tensor<i64>) {dropout = 0.1 : f64}
+      : !ragged.tensor<?, [L], 2, 4, f32>
+  return %dq : !ragged.tensor<?, [L], 2, 4, f32>
+}
+
 // CHECK-LABEL: func.func @attention_grad
 // CHECK-SAME:    (%[[Q:.*]]: !ragged.tensor<?, [L], 2, 4, f32>, %[[G:.*]]: !ragged.tensor<?, [L], 2, 4, f32>)
 // CHECK-NEXT:    %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = ragged.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[G]] {causal, scale = 5.000000e-01 : f64}

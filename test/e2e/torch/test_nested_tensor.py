@@ -822,8 +822,17 @@ def test_multihead_attention_errors(rng):
     torch.testing.assert_close(
         seq_first(x, x, x, need_weights=False)[0].values, mha(x, x, x, need_weights=False)[0].values
     )
-    with pytest.raises(NotImplementedError, match="dropout"):
-        nn.MultiheadAttention(16, 4, dropout=0.1, batch_first=True).train()(x, x, x, need_weights=False)
+    # Attention dropout in training drops weights (compiled: test_attention_dropout.py); eval drops none.
+    drop = nn.MultiheadAttention(16, 4, dropout=0.5, batch_first=True)
+    drop.load_state_dict(mha.state_dict())
+    trained = drop.train()(x, x, x, need_weights=False)[0].values
+    torch.testing.assert_close(
+        drop.eval()(x, x, x, need_weights=False)[0].values, mha(x, x, x, need_weights=False)[0].values
+    )
+    assert not torch.allclose(trained, mha(x, x, x, need_weights=False)[0].values)
+    drop.dropout = 1.0
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.0"):
+        drop.train()(x, x, x, need_weights=False)
 
 
 def test_transformer_encoder_layer(rng):
