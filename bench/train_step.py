@@ -27,8 +27,10 @@ process. Variants:
   fullgraph=True)`` on the NestedTensor (forward and backward compiled;
   a fallback fails the run).
 
-The first step's loss of every variant is printed against ``padded`` (same
-weights, same batch). After timing, ragged-mlir trains one step on each of
+``--dropout p`` sets every dropout of the layers (``nn.TransformerEncoderLayer``'s
+default is 0.1, attention included; the written-out layers drop at the same
+places). The first step's loss of every variant is printed against ``padded``
+(same weights, same batch; with dropout they differ by the draws). After timing, ragged-mlir trains one step on each of
 20 fresh length draws and the graphs traced again are counted (0 expected).
 Benchmarks are not tests: nothing asserts a time.
 
