@@ -382,7 +382,9 @@ def _attention_attrs(em: Emitter, node: fx.Node, scale, causal, dropout_at: int)
     attrs = {"scale": _float(scale, ir.F64Type.get()), "causal": ir.UnitAttr.get() if causal else None}
     p = float(_argument(node, "dropout_p", dropout_at, 0.0))
     seed = _argument(node, "seed", dropout_at + 1)
-    if p > 0.0 and seed is not None:
+    if p > 0.0:
+        if seed is None:
+            raise Unsupported(f"{node.name}: dropout_p {p} without a seed")
         attrs["dropout"] = _float(p, ir.F64Type.get())
         attrs["seed"] = em.cast(em[seed], ir.RankedTensorType.get([], ir.IntegerType.get_signless(64)))
     return attrs

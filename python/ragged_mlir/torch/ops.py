@@ -193,6 +193,7 @@ def attention(
 
 @attention.register_fake
 def _(query, key, value, offsets, scale, causal, dropout_p=0.0, seed=None):
+    _check_dropout(dropout_p, seed)
     return torch.empty_like(query)
 
 
@@ -234,6 +235,7 @@ def attention_lse(
 
 @attention_lse.register_fake
 def _(query, key, value, offsets, scale, causal, dropout_p=0.0, seed=None):
+    _check_dropout(dropout_p, seed)
     return torch.empty_like(query), query.new_empty(query.shape[0], query.shape[1], 1)
 
 
@@ -362,6 +364,7 @@ def attention_backward(
 
 @attention_backward.register_fake
 def _(grad, query, key, value, offsets, scale, causal, output=None, lse=None, dropout_p=0.0, seed=None):
+    _check_dropout(dropout_p, seed)
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
 

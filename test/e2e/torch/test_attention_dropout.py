@@ -264,3 +264,10 @@ def test_dropout_rate_out_of_range():
         torch.ops.ragged.attention(q, q, q, off, 0.5, False, 1.0, torch.tensor(1))
     with pytest.raises(ValueError, match="needs a seed"):
         torch.ops.ragged.attention(q, q, q, off, 0.5, False, 0.5, None)
+    # Under compile the check runs when the graph is traced: no graph drops without a seed.
+    torch._dynamo.reset()
+    traced = torch.compile(
+        lambda q, off: torch.ops.ragged.attention(q, q, q, off, 0.5, False, 0.5, None), backend="ragged"
+    )
+    with pytest.raises(Exception, match="needs a seed"):
+        traced(q, off)
