@@ -713,7 +713,7 @@ def build_module(plan: Plan, owner: fx.GraphModule) -> tuple[ir.Module, dict[str
     callees: dict[str, func.FuncOp] = {}
     # Module-level symbols the pieces share: torch-mlir gives every piece
     # with random ops the same `ml_program.global @global_seed`, which the
-    # pieces then draw from in turn, as one stream.
+    # pieces then draw from in turn, as one stream (seeded per call below).
     shared: dict[str, str] = {}
     for name, text in texts.items():
         piece_module = ir.Module.parse(text)
@@ -732,12 +732,23 @@ def build_module(plan: Plan, owner: fx.GraphModule) -> tuple[ir.Module, dict[str
 
     arg_types = [boundary_type(value_type(n)) for n in plan.device_inputs]
     result_types = [boundary_type(value_type(n)) for n in plan.device_outputs]
+    # The random stream starts from a seed the caller draws from torch's
+    # generator, so that compiled random ops follow torch.manual_seed and
+    # no two calls (or processes) repeat a draw.
+    plan.seeded = _SEED_GLOBAL in shared
+    seed_type = ir.RankedTensorType.get([], ir.IntegerType.get_signless(64))
     with ir.InsertionPoint(module.body):
-        main = func.FuncOp("main", (arg_types, result_types))
+        main = func.FuncOp("main", (arg_types + [seed_type] * plan.seeded, result_types))
     block = main.add_entry_block()
     em = Emitter()
     with ir.InsertionPoint(block):
-        for node, arg in zip(plan.device_inputs, block.arguments, strict=True):
+        if plan.seeded:
+            ir.Operation.create(
+                "ml_program.global_store",
+                operands=[block.arguments[-1]],
+                attributes={"global": ir.FlatSymbolRefAttr.get(_SEED_GLOBAL)},
+            )
+        for node, arg in zip(plan.device_inputs, block.arguments, strict=False):
             em.env[node] = _convert_elements(arg, value_type(node))
         for step in plan.steps:
             if isinstance(step, OpStep):
@@ -767,6 +778,10 @@ def build_module(plan: Plan, owner: fx.GraphModule) -> tuple[ir.Module, dict[str
         results = [em.cast(em[n], value_type(n)) for n in plan.device_outputs]
         func.ReturnOp([_convert_elements(r, t) for r, t in zip(results, result_types, strict=True)])
     return module, texts
+
+
+#: torch-mlir's state of the random ops of a dense piece.
+_SEED_GLOBAL = "global_seed"
 
 
 def boundary_type(t: ir.Type) -> ir.Type:

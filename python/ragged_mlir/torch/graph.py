@@ -337,6 +337,9 @@ class Plan:
     #: Size checks evaluated on the host before each call.
     host_checks: list[tuple[Callable[[Sequence[Any]], Any], str]]
     symbols: SymbolTable
+    #: ``main`` takes one more argument after ``device_inputs``: the seed of
+    #: its random ops, drawn from torch's generator for every call.
+    seeded: bool = False
 
     @property
     def needs_device(self) -> bool:

@@ -129,6 +129,8 @@ class CompiledGraph:
                     flat.append(to_numpy(args[what]))
                 else:
                     flat.append(what(args))
+            if plan.seeded:
+                flat.append(np.asarray(torch.empty((), dtype=torch.int64).random_().item(), dtype=np.int64))
             out = module.raw("main")(*flat)
             if len(plan.device_outputs) == 1:
                 out = [out]

@@ -324,3 +324,29 @@ def test_indexing_with_an_empty_index(rows):
     want = base.index_put((idx,), v, accumulate=True) * 2
     torch.testing.assert_close(put(base, idx, v), want, rtol=1e-13, atol=1e-13)
     assert rb.stats["fallbacks"] == fallbacks
+
+
+def test_random_ops_follow_torch_manual_seed():
+    """Random ops in two dense pieces (either side of a ragged op) draw from
+    one stream, seeded per call from torch's generator: torch.manual_seed
+    repeats a call's draws, and calls never repeat each other's."""
+    torch._dynamo.reset()
+
+    def f(x):
+        a = F.dropout(x, 0.5, training=True)  # before the segment sum
+        m = a.sum(dim=1)
+        return m + torch.rand_like(m), torch.rand(3)  # after it
+
+    run = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)
+    x = NestedTensor(batch([4, 0, 7], 8, seed=6))
+    fallbacks = rb.stats["fallbacks"]
+    draws = []
+    for seed in (11, 11, 12):
+        torch.manual_seed(seed)
+        draws.append(run(x))
+    draws.append(run(x))  # the next call: new draws
+    assert rb.stats["fallbacks"] == fallbacks
+    assert all(torch.equal(a, b) for a, b in zip(draws[0], draws[1], strict=True))
+    for other in draws[2:]:
+        assert not any(torch.equal(a, b) for a, b in zip(draws[0], other, strict=True))
+    assert all(((r >= 0) & (r < 1)).all() for r in (d[1] for d in draws))
