@@ -269,6 +269,11 @@ def mha_handler(func: Callable, args: tuple, kwargs: dict) -> Any:
         x = p[name]
         if not isinstance(x, NestedTensor):
             raise TypeError(f"{fname}: expected {name} to be a NestedTensor, got {type(x).__name__}")
+        if len(x) == 0 and x._item_rank() == 0:
+            raise ValueError(
+                f"{fname}: {name} is a NestedTensor of no items, which has no item shape; give an empty batch "
+                f"its shape: NestedTensor.from_packed(torch.empty(0, embed_dim), torch.zeros(1, dtype=torch.int64))"
+            )
         if x.ragged_dims != (0,) or x._item_rank() != 2:
             raise NotImplementedError(
                 f"{fname}: {name} must be a NestedTensor of [B, L(b), E] sequences, got ragged dims "

@@ -830,6 +830,11 @@ def test_multihead_attention_errors(rng):
         drop.eval()(x, x, x, need_weights=False)[0].values, mha(x, x, x, need_weights=False)[0].values
     )
     assert not torch.allclose(trained, mha(x, x, x, need_weights=False)[0].values)
+    # A batch of no items: NestedTensor([]) has no item shape; from_packed gives it one.
+    with pytest.raises(ValueError, match=r"query is a NestedTensor of no items.*from_packed"):
+        mha(NestedTensor([]), NestedTensor([]), NestedTensor([]), need_weights=False)
+    empty = NestedTensor.from_packed(torch.empty(0, 16), torch.zeros(1, dtype=torch.int64))
+    assert mha(empty, empty, empty, need_weights=False)[0].values.shape == (0, 16)
     drop.dropout = 1.0
     with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.0"):
         drop.train()(x, x, x, need_weights=False)
