@@ -201,7 +201,7 @@ def compile_fx_graph(
         try:
             gm = decompose(gm)
             plan, text, imported = _build(gm)
-        except Unsupported:
+        except Exception:  # retracing can fail too (a view of permuted strides): the first reason stands
             raise first from None
     if text is None:
         graph = CompiledGraph(plan)

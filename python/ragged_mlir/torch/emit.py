@@ -106,12 +106,94 @@ def _unchanged_input(em: Emitter, node: fx.Node) -> ir.Value:
     return em.cast(em[node.args[0]], value_type(node))
 
 
+def _accumulates_rows(node: fx.Node) -> bool:
+    """``x.index_put_([idx], values, accumulate=True)`` with one int64 index
+    of rank >= 2 on dim 0 and ``values`` shaped ``idx.shape + x.shape[1:]``
+    (an embedding's gradient over a batch of sequences). torch-mlir's
+    lowering scatters only the first ``idx.shape[0]`` of its entries."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    x, indices, values = node.args[:3]
+    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+    if not accumulate or len(indices) != 1 or not isinstance(indices[0], fx.Node):
+        return False
+    xv, iv, vv = value_of(x), value_of(indices[0]), value_of(values)
+    want = (*iv.shape, *xv.shape[1:])
+    return (
+        iv.dtype == torch.int64
+        and iv.dim() >= 2
+        and xv.dim() >= 1
+        and xv.dtype != torch.bool
+        and vv.dim() == len(want)
+        and all(statically_known_true(a == b) for a, b in zip(vv.shape, want, strict=True))
+    )
+
+
+def _index_put(em: Emitter, node: fx.Node) -> ir.Value:
+    if _has_empty_index(node):
+        return _unchanged_input(em, node)
+    # Accumulating rows: the index and the values flattened to [N] and
+    # [N, rest...], negative indices wrapped, then a scatter-add.
+    x, (index,), values = node.args[:3]
+    it, vt = ir.RankedTensorType(em[index].type), ir.RankedTensorType(em[values].type)
+    dyn = ir.ShapedType.get_dynamic_size()
+
+    def flat(value: ir.Value, t: ir.RankedTensorType, lead: int) -> ir.Value:
+        n = dyn if any(t.is_dynamic_dim(k) for k in range(lead)) else _product(t.shape[:lead])
+        out = ir.RankedTensorType.get([n, *t.shape[lead:]], t.element_type)
+        groups = [list(range(lead)), *[[k] for k in range(lead, t.rank)]]
+        return tensor.CollapseShapeOp(out, value, _reassociation(groups)).result
+
+    idx = flat(em[index], it, it.rank)
+    i64 = ir.IntegerType.get_signless(64)
+    rows = arith.index_cast(i64, tensor.dim(em[x], arith.constant(ir.IndexType.get(), 0)))
+    zero = arith.constant(i64, 0)
+    idx = _map_elements(
+        idx, lambda v: arith.select(arith.cmpi(arith.CmpIPredicate.slt, v, zero), arith.addi(v, rows), v)
+    )
+    return _scatter_add_rows(em, node, em[x], flat(em[values], vt, it.rank), idx)
+
+
+def _map_elements(value: ir.Value, fn: Callable[[ir.Value], ir.Value]) -> ir.Value:
+    """``fn`` applied to every element of the 1-D ``value`` (a linalg.generic)."""
+    t = ir.RankedTensorType(value.type)
+    sizes = (
+        [tensor.dim(value, arith.constant(ir.IndexType.get(), 0))] if t.is_dynamic_dim(0) else [t.shape[0]]
+    )
+    init = tensor.empty(sizes, t.element_type)
+    identity = ir.Attribute.parse("affine_map<(d0) -> (d0)>")
+    generic = ir.Operation.create(
+        "linalg.generic",
+        results=[t],
+        operands=[value, init],
+        attributes={
+            "indexing_maps": ir.ArrayAttr.get([identity, identity]),
+            "iterator_types": ir.Attribute.parse("[#linalg.iterator_type<parallel>]"),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1]),
+        },
+        regions=1,
+    )
+    block = generic.regions[0].blocks.append(t.element_type, t.element_type)
+    with ir.InsertionPoint(block):
+        ir.Operation.create("linalg.yield", operands=[fn(block.arguments[0])])
+    return generic.result
+
+
+def _product(dims) -> int:
+    out = 1
+    for d in dims:
+        out *= d
+    return out
+
+
 for _op in (torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.default):
     lowering(
         _op,
-        "with a statically empty index: its input, unchanged (torch-mlir divides by the empty size)",
-        claims=_has_empty_index,
-    )(_unchanged_input)
+        "with a statically empty index: its input, unchanged (torch-mlir divides by the empty size); "
+        "accumulating whole rows through one index of rank >= 2: a scatter-add of the flattened rows "
+        "(torch-mlir's lowering scatters only the index's first dim)",
+        claims=lambda node: _has_empty_index(node) or _accumulates_rows(node),
+    )(_index_put)
 
 
 def element_type(dtype: torch.dtype) -> ir.Type:
@@ -292,7 +374,12 @@ def _index_add(em: Emitter, node: fx.Node) -> ir.Value:
     # broadcasts the index and the source to at least one row, so an empty
     # index scatters a row read from past the end of both.
     x, _, index, source = node.args[:4]
-    base, src, idx = em[x], em[source], em[index]
+    return _scatter_add_rows(em, node, em[x], em[source], em[index])
+
+
+def _scatter_add_rows(em: Emitter, node: fx.Node, base: ir.Value, src: ir.Value, idx: ir.Value) -> ir.Value:
+    """``base`` with the rows of ``src`` [n, rest...] added at the rows
+    ``idx`` [n] (a tm_tensor.scatter), as ``node``'s type."""
     st = ir.RankedTensorType(src.type)
     it = ir.RankedTensorType(idx.type)
     c = ir.IndexType.get()

@@ -350,3 +350,24 @@ def test_random_ops_follow_torch_manual_seed():
     for other in draws[2:]:
         assert not any(torch.equal(a, b) for a, b in zip(draws[0], other, strict=True))
     assert all(((r >= 0) & (r < 1)).all() for r in (d[1] for d in draws))
+
+
+@pytest.mark.parametrize("padding_idx", [None, 0])
+def test_embedding_gradient_over_a_batch_of_sequences(padding_idx):
+    """An embedding's gradient over [B, L] ids is an accumulating index_put
+    with a 2-D index; every occurrence of every id adds (torch-mlir's own
+    lowering kept only the first row of the index)."""
+    torch._dynamo.reset()
+    torch.manual_seed(8)
+    emb = nn.Embedding(50, 8, padding_idx=padding_idx)
+    ids = torch.tensor([[3, 5, 0, 0], [7, 3, 9, 0], [3, 3, 3, 1]])
+    run = torch.compile(lambda i: (emb(i) ** 2).sum(), backend="ragged", dynamic=True, fullgraph=True)
+    fallbacks = rb.stats["fallbacks"]
+    for batch_ids in (ids, ids[:2, :3]):
+        emb.zero_grad()
+        run(batch_ids).backward()
+        got = emb.weight.grad.clone()
+        emb.zero_grad()
+        (emb(batch_ids).double() ** 2).sum().backward()
+        np.testing.assert_allclose(got.numpy(), emb.weight.grad.numpy(), rtol=1e-6, atol=1e-6)
+    assert rb.stats["fallbacks"] == fallbacks
