@@ -149,31 +149,37 @@ def _index_put(em: Emitter, node: fx.Node) -> ir.Value:
     rows = arith.index_cast(i64, tensor.dim(em[x], arith.constant(ir.IndexType.get(), 0)))
     zero = arith.constant(i64, 0)
     idx = _map_elements(
-        idx, lambda v: arith.select(arith.cmpi(arith.CmpIPredicate.slt, v, zero), arith.addi(v, rows), v)
+        idx, i64, lambda v: arith.select(arith.cmpi(arith.CmpIPredicate.slt, v, zero), arith.addi(v, rows), v)
     )
     return _scatter_add_rows(em, node, em[x], flat(em[values], vt, it.rank), idx)
 
 
-def _map_elements(value: ir.Value, fn: Callable[[ir.Value], ir.Value]) -> ir.Value:
-    """``fn`` applied to every element of the 1-D ``value`` (a linalg.generic)."""
+def _map_elements(value: ir.Value, element: ir.Type, fn: Callable[[ir.Value], ir.Value]) -> ir.Value:
+    """``fn`` applied to every element of the ranked tensor ``value``, giving
+    ``element``s (a linalg.generic with identity maps)."""
     t = ir.RankedTensorType(value.type)
-    sizes = (
-        [tensor.dim(value, arith.constant(ir.IndexType.get(), 0))] if t.is_dynamic_dim(0) else [t.shape[0]]
-    )
-    init = tensor.empty(sizes, t.element_type)
-    identity = ir.Attribute.parse("affine_map<(d0) -> (d0)>")
+    rank = t.rank
+    sizes = [
+        tensor.dim(value, arith.constant(ir.IndexType.get(), i)) if t.is_dynamic_dim(i) else t.shape[i]
+        for i in range(rank)
+    ]
+    init = tensor.empty(sizes, element)
+    dims = ", ".join(f"d{i}" for i in range(rank))
+    identity = ir.Attribute.parse(f"affine_map<({dims}) -> ({dims})>")
     generic = ir.Operation.create(
         "linalg.generic",
-        results=[t],
+        results=[init.type],
         operands=[value, init],
         attributes={
             "indexing_maps": ir.ArrayAttr.get([identity, identity]),
-            "iterator_types": ir.Attribute.parse("[#linalg.iterator_type<parallel>]"),
+            "iterator_types": ir.Attribute.parse(
+                "[" + ", ".join(["#linalg.iterator_type<parallel>"] * rank) + "]"
+            ),
             "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1]),
         },
         regions=1,
     )
-    block = generic.regions[0].blocks.append(t.element_type, t.element_type)
+    block = generic.regions[0].blocks.append(t.element_type, element)
     with ir.InsertionPoint(block):
         ir.Operation.create("linalg.yield", operands=[fn(block.arguments[0])])
     return generic.result
@@ -885,48 +891,17 @@ def boundary_type(t: ir.Type) -> ir.Type:
 
 def _convert_elements(value: ir.Value, want: ir.Type) -> ir.Value:
     """``value`` as ``want``: the same tensor with i8 elements for i1 ones or
-    back (a linalg.generic of ``arith.extui`` / ``arith.trunci``); other
-    values unchanged."""
+    back (``arith.extui`` / ``arith.trunci`` per element); other values
+    unchanged."""
     have = value.type
     if have == want or not isinstance(have, ir.RankedTensorType):
         return value
-    t = ir.RankedTensorType(have)
-    rank = t.rank
-    sizes = [
-        tensor.dim(value, arith.constant(ir.IndexType.get(), i)) for i in range(rank) if t.is_dynamic_dim(i)
-    ]
+    have_elem = ir.RankedTensorType(have).element_type
     want_elem = ir.RankedTensorType(want).element_type
-    init = tensor.empty(_sizes_with_static(t, sizes), want_elem)
-    identity = ir.Attribute.parse(
-        f"affine_map<({', '.join(f'd{i}' for i in range(rank))}) -> "
-        f"({', '.join(f'd{i}' for i in range(rank))})>"
+    widen = ir.IntegerType(want_elem).width > ir.IntegerType(have_elem).width
+    return _map_elements(
+        value, want_elem, lambda x: arith.extui(want_elem, x) if widen else arith.trunci(want_elem, x)
     )
-    generic = ir.Operation.create(
-        "linalg.generic",
-        results=[want],
-        operands=[value, init],
-        attributes={
-            "indexing_maps": ir.ArrayAttr.get([identity, identity]),
-            "iterator_types": ir.Attribute.parse(
-                "[" + ", ".join(["#linalg.iterator_type<parallel>"] * rank) + "]"
-            ),
-            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1]),
-        },
-        regions=1,
-    )
-    block = generic.regions[0].blocks.append(t.element_type, want_elem)
-    with ir.InsertionPoint(block):
-        x = block.arguments[0]
-        widen = ir.IntegerType(want_elem).width > ir.IntegerType(t.element_type).width
-        y = arith.extui(want_elem, x) if widen else arith.trunci(want_elem, x)
-        ir.Operation.create("linalg.yield", operands=[y])
-    return generic.result
-
-
-def _sizes_with_static(t: ir.RankedTensorType, dynamic: list[ir.Value]) -> list:
-    """``tensor.empty``'s sizes for ``t``: its static extents, and ``dynamic`` in order for the others."""
-    it = iter(dynamic)
-    return [next(it) if t.is_dynamic_dim(i) else t.shape[i] for i in range(t.rank)]
 
 
 def describe_steps(plan: Plan) -> list[str]:
