@@ -108,9 +108,10 @@ def _unchanged_input(em: Emitter, node: fx.Node) -> ir.Value:
 
 def _accumulates_rows(node: fx.Node) -> bool:
     """``x.index_put_([idx], values, accumulate=True)`` with one int64 index
-    of rank >= 2 on dim 0 and ``values`` shaped ``idx.shape + x.shape[1:]``
+    on dim 0 and ``values`` broadcastable to ``idx.shape + x.shape[1:]``
     (an embedding's gradient over a batch of sequences). torch-mlir's
-    lowering scatters only the first ``idx.shape[0]`` of its entries."""
+    lowering scatters only the first ``idx.shape[0]`` of its entries and
+    reads out of bounds at a negative index."""
     from torch.fx.experimental.symbolic_shapes import statically_known_true
 
     x, indices, values = node.args[:3]
@@ -119,13 +120,18 @@ def _accumulates_rows(node: fx.Node) -> bool:
         return False
     xv, iv, vv = value_of(x), value_of(indices[0]), value_of(values)
     want = (*iv.shape, *xv.shape[1:])
+    # A size Dynamo left symbolic is never 1, so a values dim that is not
+    # a static 1 either equals its indexed dim or the call is an error.
     return (
         iv.dtype == torch.int64
-        and iv.dim() >= 2
+        and iv.dim() >= 1
         and xv.dim() >= 1
         and xv.dtype != torch.bool
-        and vv.dim() == len(want)
-        and all(statically_known_true(a == b) for a, b in zip(vv.shape, want, strict=True))
+        and vv.dim() <= len(want)
+        and all(
+            (isinstance(a, int) and a == 1) or not statically_known_true(a != b)
+            for a, b in zip(vv.shape, want[len(want) - vv.dim() :], strict=True)
+        )
     )
 
 
@@ -133,10 +139,22 @@ def _index_put(em: Emitter, node: fx.Node) -> ir.Value:
     if _has_empty_index(node):
         return _unchanged_input(em, node)
     # Accumulating rows: the index and the values flattened to [N] and
-    # [N, rest...], negative indices wrapped, then a scatter-add.
+    # [N, rest...] (the values broadcast first), indices checked against
+    # x's rows and negative ones wrapped, then a scatter-add.
     x, (index,), values = node.args[:3]
-    it, vt = ir.RankedTensorType(em[index].type), ir.RankedTensorType(em[values].type)
+    it = ir.RankedTensorType(em[index].type)
     dyn = ir.ShapedType.get_dynamic_size()
+    c = ir.IndexType.get()
+    xt = ir.RankedTensorType(em[x].type)
+    want = [
+        tensor.dim(source, arith.constant(c, k)) if t.is_dynamic_dim(k) else t.shape[k]
+        for source, t, ks in ((em[index], it, range(it.rank)), (em[x], xt, range(1, xt.rank)))
+        for k in ks
+    ]
+    vals = _broadcast_to(
+        em[values], want, xt.element_type, "index_put: the values do not match the indexed shape"
+    )
+    vt = ir.RankedTensorType(vals.type)
 
     def flat(value: ir.Value, t: ir.RankedTensorType, lead: int) -> ir.Value:
         n = dyn if any(t.is_dynamic_dim(k) for k in range(lead)) else _product(t.shape[:lead])
@@ -146,12 +164,99 @@ def _index_put(em: Emitter, node: fx.Node) -> ir.Value:
 
     idx = flat(em[index], it, it.rank)
     i64 = ir.IntegerType.get_signless(64)
-    rows = arith.index_cast(i64, tensor.dim(em[x], arith.constant(ir.IndexType.get(), 0)))
+    rows = arith.index_cast(i64, tensor.dim(em[x], arith.constant(c, 0)))
     zero = arith.constant(i64, 0)
+    lowest = arith.subi(zero, rows)
+    _check_all(
+        idx,
+        lambda v: arith.andi(
+            arith.cmpi(arith.CmpIPredicate.sge, v, lowest), arith.cmpi(arith.CmpIPredicate.slt, v, rows)
+        ),
+        "index_put: an index is out of range for the rows of the input",
+    )
     idx = _map_elements(
         idx, i64, lambda v: arith.select(arith.cmpi(arith.CmpIPredicate.slt, v, zero), arith.addi(v, rows), v)
     )
-    return _scatter_add_rows(em, node, em[x], flat(em[values], vt, it.rank), idx)
+    return _scatter_add_rows(em, node, em[x], flat(vals, vt, it.rank), idx)
+
+
+def _broadcast_to(value: ir.Value, sizes: list, element: ir.Type, message: str) -> ir.Value:
+    """``value`` broadcast to ``sizes`` (ints, or index values for dynamic
+    sizes) as torch broadcasts: aligned on the right, static 1 dims
+    repeated. A dim that is neither 1 nor provably equal is checked at run
+    time (``cf.assert`` with ``message``). ``value`` itself when nothing
+    is broadcast."""
+    t = ir.RankedTensorType(value.type)
+    c = ir.IndexType.get()
+    lead = len(sizes) - t.rank
+    repeated = []
+    for k in range(t.rank):
+        want = sizes[lead + k]
+        if t.shape[k] == 1 and not (isinstance(want, int) and want == 1):
+            repeated.append(k)
+        elif not (isinstance(want, int) and want == t.shape[k]):
+            have = (
+                tensor.dim(value, arith.constant(c, k))
+                if t.is_dynamic_dim(k)
+                else arith.constant(c, t.shape[k])
+            )
+            size = want if not isinstance(want, int) else arith.constant(c, want)
+            same = arith.cmpi(arith.CmpIPredicate.eq, have, size)
+            ir.Operation.create("cf.assert", operands=[same], attributes={"msg": ir.StringAttr.get(message)})
+    if lead == 0 and not repeated:
+        return value
+    out = [s if isinstance(s, int) else ir.ShapedType.get_dynamic_size() for s in sizes]
+    init = tensor.empty(sizes, element)
+    dims = [f"d{i}" for i in range(len(sizes))]
+    source = ["0" if k in repeated else dims[lead + k] for k in range(t.rank)]
+    maps = [
+        ir.Attribute.parse(f"affine_map<({', '.join(dims)}) -> ({', '.join(source)})>"),
+        ir.Attribute.parse(f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>"),
+    ]
+    generic = ir.Operation.create(
+        "linalg.generic",
+        results=[ir.RankedTensorType.get(out, element)],
+        operands=[value, init],
+        attributes={
+            "indexing_maps": ir.ArrayAttr.get(maps),
+            "iterator_types": ir.Attribute.parse(
+                "[" + ", ".join(["#linalg.iterator_type<parallel>"] * len(sizes)) + "]"
+            ),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1]),
+        },
+        regions=1,
+    )
+    block = generic.regions[0].blocks.append(t.element_type, element)
+    with ir.InsertionPoint(block):
+        ir.Operation.create("linalg.yield", operands=[block.arguments[0]])
+    return generic.result
+
+
+def _check_all(value: ir.Value, predicate: Callable[[ir.Value], ir.Value], message: str) -> None:
+    """Fail the call with ``message`` (``cf.assert``) unless ``predicate``
+    holds for every element of the 1-D tensor ``value``."""
+    i1 = ir.IntegerType.get_signless(1)
+    t = ir.RankedTensorType(value.type)
+    init = tensor.from_elements(ir.RankedTensorType.get([], i1), [arith.constant(i1, 1)])
+    generic = ir.Operation.create(
+        "linalg.generic",
+        results=[init.type],
+        operands=[value, init],
+        attributes={
+            "indexing_maps": ir.ArrayAttr.get(
+                [ir.Attribute.parse("affine_map<(d0) -> (d0)>"), ir.Attribute.parse("affine_map<(d0) -> ()>")]
+            ),
+            "iterator_types": ir.Attribute.parse("[#linalg.iterator_type<reduction>]"),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1]),
+        },
+        regions=1,
+    )
+    block = generic.regions[0].blocks.append(t.element_type, i1)
+    with ir.InsertionPoint(block):
+        element, ok = block.arguments
+        ir.Operation.create("linalg.yield", operands=[arith.andi(ok, predicate(element))])
+    ok = tensor.extract(generic.result, [])
+    ir.Operation.create("cf.assert", operands=[ok], attributes={"msg": ir.StringAttr.get(message)})
 
 
 def _map_elements(value: ir.Value, element: ir.Type, fn: Callable[[ir.Value], ir.Value]) -> ir.Value:
@@ -196,8 +301,9 @@ for _op in (torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.d
     lowering(
         _op,
         "with a statically empty index: its input, unchanged (torch-mlir divides by the empty size); "
-        "accumulating whole rows through one index of rank >= 2: a scatter-add of the flattened rows "
-        "(torch-mlir's lowering scatters only the index's first dim)",
+        "accumulating whole rows through one index: a scatter-add of the flattened rows, indices checked "
+        "and negative ones wrapped (torch-mlir's lowering scatters only the index's first dim and reads "
+        "out of bounds at a negative index)",
         claims=lambda node: _has_empty_index(node) or _accumulates_rows(node),
     )(_index_put)
 

@@ -371,3 +371,39 @@ def test_embedding_gradient_over_a_batch_of_sequences(padding_idx):
         (emb(batch_ids).double() ** 2).sum().backward()
         np.testing.assert_allclose(got.numpy(), emb.weight.grad.numpy(), rtol=1e-6, atol=1e-6)
     assert rb.stats["fallbacks"] == fallbacks
+
+
+def test_accumulating_index_put_wraps_checks_and_broadcasts():
+    """index_put(accumulate=True) through one index, as eager: negative
+    indices wrap (torch-mlir's scatter read out of bounds and the process
+    died), values broadcast, an out-of-range index fails the call. Index
+    ranks alternate, so the later graphs see sizes Dynamo cannot prove
+    equal (torch-mlir scattered only the first row of those)."""
+    torch._dynamo.reset()
+
+    def f(x, idx, v):
+        return torch.ops.aten.index_put.default(x, [idx], v, True)
+
+    run = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)
+    x = torch.randn(10, 3, dtype=torch.float64)
+    indices = [
+        torch.tensor([1, -1, 4, 1]),
+        torch.tensor([[1, -10], [9, -1]]),
+        torch.tensor([[1, 0, 3], [9, 3, 3]]),
+        torch.tensor([-1, -2, 0, 5, 5, 5]),
+    ]
+    fallbacks = rb.stats["fallbacks"]
+    for idx in indices:
+        for shape in ((*idx.shape, 3), (3,), (idx.shape[-1], 1)):
+            v = torch.randn(shape, dtype=torch.float64)
+            before = (x.clone(), idx.clone(), v.clone())
+            want = x.clone()
+            for i, row in zip(idx.reshape(-1).tolist(), v.expand(*idx.shape, 3).reshape(-1, 3), strict=True):
+                want[i] += row
+            np.testing.assert_allclose(run(x, idx, v).numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+            for a, b in zip((x, idx, v), before, strict=True):
+                assert torch.equal(a, b)
+    for bad in (torch.tensor([1, 10]), torch.tensor([[0, -11], [2, 3]])):
+        with pytest.raises(RuntimeError, match="out of range for the rows"):
+            run(x, bad, torch.ones(*bad.shape, 3, dtype=torch.float64))
+    assert rb.stats["fallbacks"] == fallbacks
