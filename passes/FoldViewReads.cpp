@@ -11,6 +11,9 @@
 // unregistered op with regions, such as IREE's attention or torch-mlir's
 // scan, hides them.)
 //
+// One fold is needed for correctness too: IREE's CPU backend reads a
+// unit-dim slice collapsed to a vector (a column) at its first element.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -54,6 +57,38 @@ struct ExtractOfExpandShape : OpRewritePattern<tensor::ExtractOp> {
       indices.push_back(at);
     }
     rewriter.replaceOpWithNewOp<tensor::ExtractOp>(op, expand.getSrc(), indices);
+    return success();
+  }
+};
+
+/// `tensor.extract` of a `tensor.collapse_shape` whose groups each hold at
+/// most one dim that is not a static 1 (a column slice collapsed to a
+/// vector): that dim takes the index, the unit dims 0. IREE's CPU backend
+/// reads such a collapsed unit-dim slice at its first element only, and
+/// folding the read into the source avoids the slice. Groups of several
+/// sizes would need a division per read and are left alone.
+struct ExtractOfUnitCollapseShape : OpRewritePattern<tensor::ExtractOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::ExtractOp op, PatternRewriter &rewriter) const override {
+    auto collapse = op.getTensor().getDefiningOp<tensor::CollapseShapeOp>();
+    if (!collapse)
+      return rewriter.notifyMatchFailure(op, "not a read of a collapse_shape");
+    ArrayRef<int64_t> sizes = collapse.getSrcType().getShape();
+    Value zero;
+    SmallVector<Value> indices;
+    for (auto [group, at] : llvm::zip_equal(collapse.getReassociationIndices(), op.getIndices())) {
+      auto wide = llvm::make_filter_range(group, [&](int64_t dim) { return sizes[dim] != 1; });
+      if (std::distance(wide.begin(), wide.end()) > 1)
+        return rewriter.notifyMatchFailure(op, "a group of several dims that are not 1");
+      for (int64_t dim : group) {
+        bool takes = sizes[dim] != 1 || (wide.empty() && dim == group.back());
+        if (!takes && !zero)
+          zero = arith::ConstantIndexOp::create(rewriter, op.getLoc(), 0);
+        indices.push_back(takes ? at : zero);
+      }
+    }
+    rewriter.replaceOpWithNewOp<tensor::ExtractOp>(op, collapse.getSrc(), indices);
     return success();
   }
 };
@@ -127,5 +162,5 @@ struct FoldViewReadsPass : ragged::impl::FoldViewReadsPassBase<FoldViewReadsPass
 } // namespace
 
 void mlir::ragged::populateFoldViewReadsPatterns(RewritePatternSet &patterns) {
-  patterns.add<ExtractOfExpandShape, ExtractOfExtractSlice>(patterns.getContext());
+  patterns.add<ExtractOfExpandShape, ExtractOfUnitCollapseShape, ExtractOfExtractSlice>(patterns.getContext());
 }

@@ -54,6 +54,39 @@ func.func @in_a_gather(%src: tensor<8x?x10xf32>, %rows: tensor<4xindex>, %n: ind
   return %g : tensor<4x?xf32>
 }
 
+// A column slice collapsed to a vector (scatter_add's source x[:4, 0]):
+// the read goes to the sliced tensor at column 0 (IREE's CPU backend read
+// every element of the collapsed slice at its first).
+// CHECK-LABEL: func.func @collapsed_column
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x?xf32>, %[[I:.*]]: index)
+// CHECK-NOT:     tensor.extract_slice
+// CHECK-NOT:     tensor.collapse_shape
+// CHECK:         %[[C0:.*]] = arith.constant 0 : index
+// CHECK:         tensor.extract %[[X]][%[[I]], %[[C0]]] : tensor<?x?xf32>
+func.func @collapsed_column(%x: tensor<?x?xf32>, %i: index) -> f32 {
+  %col = tensor.extract_slice %x[0, 0] [4, 1] [1, 1] : tensor<?x?xf32> to tensor<4x1xf32>
+  %v = tensor.collapse_shape %col [[0, 1]] : tensor<4x1xf32> into tensor<4xf32>
+  %e = tensor.extract %v[%i] : tensor<4xf32>
+  return %e : f32
+}
+
+// A group of unit dims only is read at its last; a group of two sizes
+// other than 1 would need a division per read and is left alone.
+// CHECK-LABEL: func.func @collapse_groups
+// CHECK-SAME:    (%[[X:.*]]: tensor<1x1x?xf32>, %[[Y:.*]]: tensor<?x3xf32>, %[[I:.*]]: index)
+// CHECK:         %[[C0:.*]] = arith.constant 0 : index
+// CHECK:         tensor.extract %[[X]][%[[C0]], %[[C0]], %[[I]]] : tensor<1x1x?xf32>
+// CHECK:         %[[F:.*]] = tensor.collapse_shape %[[Y]]
+// CHECK:         tensor.extract %[[F]][%[[I]]]
+func.func @collapse_groups(%x: tensor<1x1x?xf32>, %y: tensor<?x3xf32>, %i: index) -> (f32, f32) {
+  %v = tensor.collapse_shape %x [[0, 1], [2]] : tensor<1x1x?xf32> into tensor<1x?xf32>
+  %c0 = arith.constant 0 : index
+  %e = tensor.extract %v[%c0, %i] : tensor<1x?xf32>
+  %f = tensor.collapse_shape %y [[0, 1]] : tensor<?x3xf32> into tensor<?xf32>
+  %g = tensor.extract %f[%i] : tensor<?xf32>
+  return %e, %g : f32, f32
+}
+
 // A read of a value that is no view is left alone.
 // CHECK-LABEL: func.func @no_view
 // CHECK:         tensor.extract %arg0[%arg1] : tensor<?xf32>

@@ -407,3 +407,28 @@ def test_accumulating_index_put_wraps_checks_and_broadcasts():
         with pytest.raises(RuntimeError, match="out of range for the rows"):
             run(x, bad, torch.ones(*bad.shape, 3, dtype=torch.float64))
     assert rb.stats["fallbacks"] == fallbacks
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x, i: torch.zeros(10, dtype=x.dtype).scatter_add(0, i, x[:4, 0]),
+        lambda x, i: torch.zeros(10, dtype=x.dtype).scatter(0, i, x[2:6, 1]),
+        lambda x, i: torch.gather(x[:, 2], 0, i),
+        lambda x, i: x[:, 1][i] * 2,
+        lambda x, i: torch.index_select(x[1:, :1], 0, i),
+    ],
+    ids=["scatter_add", "scatter", "gather", "index", "index_select"],
+)
+def test_element_reads_of_a_column(f):
+    """Ops that read single elements (torch-mlir's gathers and scatters) of
+    a column of a matrix: IREE's CPU backend read every element of such a
+    view at its first, so scatter_add(0, i, x[:4, 0]) scattered x[0, 0]
+    four times."""
+    torch._dynamo.reset()
+    x = torch.arange(30, dtype=torch.float32).view(10, 3)
+    i = torch.tensor([1, 8, 4, 0])
+    fallbacks = rb.stats["fallbacks"]
+    got = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)(x, i)
+    np.testing.assert_array_equal(got.numpy(), f(x, i).numpy())
+    assert rb.stats["fallbacks"] == fallbacks
