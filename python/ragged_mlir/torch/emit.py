@@ -106,17 +106,18 @@ def _unchanged_input(em: Emitter, node: fx.Node) -> ir.Value:
     return em.cast(em[node.args[0]], value_type(node))
 
 
-def _accumulates_rows(node: fx.Node) -> bool:
-    """``x.index_put_([idx], values, accumulate=True)`` with one int64 index
-    on dim 0 and ``values`` broadcastable to ``idx.shape + x.shape[1:]``
-    (an embedding's gradient over a batch of sequences). torch-mlir's
-    lowering scatters only the first ``idx.shape[0]`` of its entries and
-    reads out of bounds at a negative index."""
+def _puts_rows(node: fx.Node) -> bool:
+    """``x.index_put_([idx], values, accumulate)`` with one int64 index on
+    dim 0 and ``values`` broadcastable to ``idx.shape + x.shape[1:]``
+    (``x[idx] = values``; with accumulate, an embedding's gradient over a
+    batch of sequences). torch-mlir's lowering scatters only the first
+    ``idx.shape[0]`` of its entries and writes out of bounds at a negative
+    index."""
     from torch.fx.experimental.symbolic_shapes import statically_known_true
 
     x, indices, values = node.args[:3]
     accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
-    if not accumulate or len(indices) != 1 or not isinstance(indices[0], fx.Node):
+    if len(indices) != 1 or not isinstance(indices[0], fx.Node):
         return False
     xv, iv, vv = value_of(x), value_of(indices[0]), value_of(values)
     want = (*iv.shape, *xv.shape[1:])
@@ -126,7 +127,7 @@ def _accumulates_rows(node: fx.Node) -> bool:
         iv.dtype == torch.int64
         and iv.dim() >= 1
         and xv.dim() >= 1
-        and xv.dtype != torch.bool
+        and (xv.dtype != torch.bool or not accumulate)
         and vv.dim() <= len(want)
         and all(
             (isinstance(a, int) and a == 1) or not statically_known_true(a != b)
@@ -138,10 +139,11 @@ def _accumulates_rows(node: fx.Node) -> bool:
 def _index_put(em: Emitter, node: fx.Node) -> ir.Value:
     if _has_empty_index(node):
         return _unchanged_input(em, node)
-    # Accumulating rows: the index and the values flattened to [N] and
+    # Rows put or added: the index and the values flattened to [N] and
     # [N, rest...] (the values broadcast first), indices checked against
-    # x's rows and negative ones wrapped, then a scatter-add.
+    # x's rows and negative ones wrapped, then a scatter.
     x, (index,), values = node.args[:3]
+    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
     it = ir.RankedTensorType(em[index].type)
     dyn = ir.ShapedType.get_dynamic_size()
     c = ir.IndexType.get()
@@ -152,7 +154,7 @@ def _index_put(em: Emitter, node: fx.Node) -> ir.Value:
         for k in ks
     ]
     vals = _broadcast_to(
-        em[values], want, xt.element_type, "index_put: the values do not match the indexed shape"
+        _updates(em, values), want, xt.element_type, "index_put: the values do not match the indexed shape"
     )
     vt = ir.RankedTensorType(vals.type)
 
@@ -177,7 +179,38 @@ def _index_put(em: Emitter, node: fx.Node) -> ir.Value:
     idx = _map_elements(
         idx, i64, lambda v: arith.select(arith.cmpi(arith.CmpIPredicate.slt, v, zero), arith.addi(v, rows), v)
     )
-    return _scatter_add_rows(em, node, em[x], flat(vals, vt, it.rank), idx)
+    return _scatter_rows(em, node, em[x], flat(vals, vt, it.rank), idx, accumulate)
+
+
+_FILLS = {
+    torch.ops.aten.zeros.default: lambda n: 0,
+    torch.ops.aten.ones.default: lambda n: 1,
+    torch.ops.aten.full.default: lambda n: n.args[1],
+    torch.ops.aten.zeros_like.default: lambda n: 0,
+    torch.ops.aten.ones_like.default: lambda n: 1,
+    torch.ops.aten.full_like.default: lambda n: n.args[1],
+    torch.ops.aten.new_zeros.default: lambda n: 0,
+    torch.ops.aten.new_ones.default: lambda n: 1,
+    torch.ops.aten.new_full.default: lambda n: n.args[2],
+}
+
+
+def _updates(em: Emitter, node: fx.Node) -> ir.Value:
+    """The values a scatter writes: ``node``'s tensor, or where ``node``
+    fills a tensor with a constant (``torch.ones(n, d)``) that constant as
+    a rank-0 tensor, for the caller to broadcast. IREE's CPU backend
+    clones a fill into the scatter's dispatch and cannot allocate it there
+    (an unbounded stack allocation)."""
+    fill = _FILLS.get(node.target)
+    value = fill(node) if fill is not None else None
+    if not isinstance(value, (bool, int, float)):
+        return em[node]
+    element = element_type(value_of(node).dtype)
+    if isinstance(element, ir.IntegerType):
+        scalar = arith.constant(element, int(value))
+    else:
+        scalar = arith.constant(element, float(value))
+    return tensor.from_elements(ir.RankedTensorType.get([], element), [scalar])
 
 
 def _broadcast_to(value: ir.Value, sizes: list, element: ir.Type, message: str) -> ir.Value:
@@ -301,10 +334,10 @@ for _op in (torch.ops.aten.index_put.default, torch.ops.aten._unsafe_index_put.d
     lowering(
         _op,
         "with a statically empty index: its input, unchanged (torch-mlir divides by the empty size); "
-        "accumulating whole rows through one index: a scatter-add of the flattened rows, indices checked "
-        "and negative ones wrapped (torch-mlir's lowering scatters only the index's first dim and reads "
+        "whole rows put or accumulated through one index: a scatter of the flattened rows, indices checked "
+        "and negative ones wrapped (torch-mlir's lowering scatters only the index's first dim and writes "
         "out of bounds at a negative index)",
-        claims=lambda node: _has_empty_index(node) or _accumulates_rows(node),
+        claims=lambda node: _has_empty_index(node) or _puts_rows(node),
     )(_index_put)
 
 
@@ -484,14 +517,35 @@ def _index_add_claims(node: fx.Node) -> bool:
 def _index_add(em: Emitter, node: fx.Node) -> ir.Value:
     # The rows of an index_select's gradient, among others. torch-mlir
     # broadcasts the index and the source to at least one row, so an empty
-    # index scatters a row read from past the end of both.
+    # index scatters a row read from past the end of both. Unlike
+    # index_put, index_add takes no negative index.
     x, _, index, source = node.args[:4]
-    return _scatter_add_rows(em, node, em[x], em[source], em[index])
+    it = ir.RankedTensorType(em[index].type).element_type
+    rows = arith.index_cast(it, tensor.dim(em[x], arith.constant(ir.IndexType.get(), 0)))
+    zero = arith.constant(it, 0)
+    _check_all(
+        em[index],
+        lambda v: arith.andi(
+            arith.cmpi(arith.CmpIPredicate.sge, v, zero), arith.cmpi(arith.CmpIPredicate.slt, v, rows)
+        ),
+        "index_add: an index is out of range for the rows of the input",
+    )
+    src = _updates(em, source)
+    if src is not em[source]:
+        st = ir.RankedTensorType(em[source].type)
+        sizes = [
+            tensor.dim(em[source], arith.constant(ir.IndexType.get(), k)) if st.is_dynamic_dim(k) else d
+            for k, d in enumerate(st.shape)
+        ]
+        src = _broadcast_to(src, sizes, st.element_type, "index_add: the source")
+    return _scatter_rows(em, node, em[x], src, em[index], accumulate=True)
 
 
-def _scatter_add_rows(em: Emitter, node: fx.Node, base: ir.Value, src: ir.Value, idx: ir.Value) -> ir.Value:
-    """``base`` with the rows of ``src`` [n, rest...] added at the rows
-    ``idx`` [n] (a tm_tensor.scatter), as ``node``'s type."""
+def _scatter_rows(
+    em: Emitter, node: fx.Node, base: ir.Value, src: ir.Value, idx: ir.Value, accumulate: bool
+) -> ir.Value:
+    """``base`` with the rows of ``src`` [n, rest...] added (or written) at
+    the rows ``idx`` [n] (a tm_tensor.scatter), as ``node``'s type."""
     st = ir.RankedTensorType(src.type)
     it = ir.RankedTensorType(idx.type)
     c = ir.IndexType.get()
@@ -522,7 +576,7 @@ def _scatter_add_rows(em: Emitter, node: fx.Node, base: ir.Value, src: ir.Value,
     with ir.InsertionPoint(block):
         update, current = block.arguments
         add = arith.addf if value_of(node).dtype.is_floating_point else arith.addi
-        ir.Operation.create("tm_tensor.yield", operands=[add(current, update)])
+        ir.Operation.create("tm_tensor.yield", operands=[add(current, update) if accumulate else update])
     return em.cast(scatter.result, value_type(node))
 
 

@@ -373,24 +373,26 @@ def test_embedding_gradient_over_a_batch_of_sequences(padding_idx):
     assert rb.stats["fallbacks"] == fallbacks
 
 
-def test_accumulating_index_put_wraps_checks_and_broadcasts():
-    """index_put(accumulate=True) through one index, as eager: negative
-    indices wrap (torch-mlir's scatter read out of bounds and the process
-    died), values broadcast, an out-of-range index fails the call. Index
-    ranks alternate, so the later graphs see sizes Dynamo cannot prove
-    equal (torch-mlir scattered only the first row of those)."""
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_index_put_wraps_checks_and_broadcasts(accumulate):
+    """index_put through one index, as eager: negative indices wrap
+    (torch-mlir's scatter wrote out of bounds and the process died), values
+    broadcast, an out-of-range index fails the call. Index ranks alternate,
+    so the later graphs see sizes Dynamo cannot prove equal (torch-mlir
+    scattered only the first row of those)."""
     torch._dynamo.reset()
 
     def f(x, idx, v):
-        return torch.ops.aten.index_put.default(x, [idx], v, True)
+        return torch.ops.aten.index_put.default(x, [idx], v, accumulate)
 
     run = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)
     x = torch.randn(10, 3, dtype=torch.float64)
+    # Repeated rows only where they add (a repeated write keeps any one).
     indices = [
-        torch.tensor([1, -1, 4, 1]),
-        torch.tensor([[1, -10], [9, -1]]),
-        torch.tensor([[1, 0, 3], [9, 3, 3]]),
-        torch.tensor([-1, -2, 0, 5, 5, 5]),
+        torch.tensor([1, -1, 4, 1] if accumulate else [1, -1, 4, 2]),
+        torch.tensor([[1, -10], [9, -1]] if accumulate else [[1, -10], [9, -2]]),
+        torch.tensor([[1, 0, 3], [9, 3, 3]] if accumulate else [[1, 0, 3], [9, 4, 5]]),
+        torch.tensor([-1, -2, 0, 5, 5, 5] if accumulate else [-1, -2, 0, 5, 6, 7]),
     ]
     fallbacks = rb.stats["fallbacks"]
     for idx in indices:
@@ -399,7 +401,7 @@ def test_accumulating_index_put_wraps_checks_and_broadcasts():
             before = (x.clone(), idx.clone(), v.clone())
             want = x.clone()
             for i, row in zip(idx.reshape(-1).tolist(), v.expand(*idx.shape, 3).reshape(-1, 3), strict=True):
-                want[i] += row
+                want[i] = want[i] + row if accumulate else row
             np.testing.assert_allclose(run(x, idx, v).numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
             for a, b in zip((x, idx, v), before, strict=True):
                 assert torch.equal(a, b)
@@ -407,6 +409,44 @@ def test_accumulating_index_put_wraps_checks_and_broadcasts():
         with pytest.raises(RuntimeError, match="out of range for the rows"):
             run(x, bad, torch.ones(*bad.shape, 3, dtype=torch.float64))
     assert rb.stats["fallbacks"] == fallbacks
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x, i: x.index_put((i,), torch.ones(i.shape[0], 3)),
+        lambda x, i: x.index_put((i,), torch.full((i.shape[0], 3), 2.5), True),
+        lambda x, i: x.index_add(0, i, torch.ones(i.shape[0], 3)),
+        lambda x, i: x.index_add(0, i, torch.zeros_like(x[: i.shape[0]]) + 1),
+    ],
+    ids=["put", "accumulate", "index_add", "index_add_of_a_sum"],
+)
+def test_scatters_of_a_constant_fill(f):
+    """Rows of a constant written or added (``x[i] = torch.ones(...)``):
+    IREE's CPU backend cloned the fill into the scatter's dispatch and
+    could not compile it, so the graph ran eagerly."""
+    torch._dynamo.reset()
+    x = torch.randn(10, 3)
+    fallbacks = rb.stats["fallbacks"]
+    run = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)
+    for i in (torch.tensor([1, 8, 4, 0]), torch.tensor([3, 2, 9])):
+        np.testing.assert_array_equal(run(x, i).numpy(), f(x, i).numpy())
+    assert rb.stats["fallbacks"] == fallbacks
+
+
+def test_index_add_checks_its_indices():
+    """index_add takes no negative or out-of-range index (eager raises);
+    compiled, such an index fails the call instead of writing out of
+    bounds (the process died)."""
+    torch._dynamo.reset()
+    run = torch.compile(lambda x, i, s: x.index_add(0, i, s), backend="ragged", dynamic=True, fullgraph=True)
+    x, src = torch.zeros(10, 3), torch.ones(2, 3)
+    np.testing.assert_array_equal(
+        run(x, torch.tensor([2, 9]), src).numpy(), x.index_add(0, torch.tensor([2, 9]), src)
+    )
+    for bad in (torch.tensor([1, -1]), torch.tensor([10, 0])):
+        with pytest.raises(RuntimeError, match="index_add: an index is out of range"):
+            run(x, bad, src)
 
 
 @pytest.mark.parametrize(
