@@ -146,15 +146,12 @@ def _index_put(em: Emitter, node: fx.Node) -> ir.Value:
     accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
     it = ir.RankedTensorType(em[index].type)
     dyn = ir.ShapedType.get_dynamic_size()
-    c = ir.IndexType.get()
-    xt = ir.RankedTensorType(em[x].type)
-    want = [
-        tensor.dim(source, arith.constant(c, k)) if t.is_dynamic_dim(k) else t.shape[k]
-        for source, t, ks in ((em[index], it, range(it.rank)), (em[x], xt, range(1, xt.rank)))
-        for k in ks
-    ]
+    want = [*_sizes(em[index]), *_sizes(em[x])[1:]]
     vals = _broadcast_to(
-        _updates(em, values), want, xt.element_type, "index_put: the values do not match the indexed shape"
+        _updates(em, values),
+        want,
+        value_type(x).element_type,
+        "index_put: the values do not match the indexed shape",
     )
     vt = ir.RankedTensorType(vals.type)
 
@@ -165,19 +162,12 @@ def _index_put(em: Emitter, node: fx.Node) -> ir.Value:
         return tensor.CollapseShapeOp(out, value, _reassociation(groups)).result
 
     idx = flat(em[index], it, it.rank)
-    i64 = ir.IntegerType.get_signless(64)
-    rows = arith.index_cast(i64, tensor.dim(em[x], arith.constant(c, 0)))
-    zero = arith.constant(i64, 0)
-    lowest = arith.subi(zero, rows)
-    _check_all(
-        idx,
-        lambda v: arith.andi(
-            arith.cmpi(arith.CmpIPredicate.sge, v, lowest), arith.cmpi(arith.CmpIPredicate.slt, v, rows)
-        ),
-        "index_put: an index is out of range for the rows of the input",
-    )
+    rows = _check_rows(idx, em[x], negative=True, op="index_put")
+    zero = arith.constant(rows.type, 0)
     idx = _map_elements(
-        idx, i64, lambda v: arith.select(arith.cmpi(arith.CmpIPredicate.slt, v, zero), arith.addi(v, rows), v)
+        idx,
+        rows.type,
+        lambda v: arith.select(arith.cmpi(arith.CmpIPredicate.slt, v, zero), arith.addi(v, rows), v),
     )
     return _scatter_rows(em, node, em[x], flat(vals, vt, it.rank), idx, accumulate)
 
@@ -238,88 +228,100 @@ def _broadcast_to(value: ir.Value, sizes: list, element: ir.Type, message: str) 
             ir.Operation.create("cf.assert", operands=[same], attributes={"msg": ir.StringAttr.get(message)})
     if lead == 0 and not repeated:
         return value
-    out = [s if isinstance(s, int) else ir.ShapedType.get_dynamic_size() for s in sizes]
-    init = tensor.empty(sizes, element)
     dims = [f"d{i}" for i in range(len(sizes))]
     source = ["0" if k in repeated else dims[lead + k] for k in range(t.rank)]
-    maps = [
-        ir.Attribute.parse(f"affine_map<({', '.join(dims)}) -> ({', '.join(source)})>"),
-        ir.Attribute.parse(f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>"),
-    ]
-    generic = ir.Operation.create(
-        "linalg.generic",
-        results=[ir.RankedTensorType.get(out, element)],
-        operands=[value, init],
-        attributes={
-            "indexing_maps": ir.ArrayAttr.get(maps),
-            "iterator_types": ir.Attribute.parse(
-                "[" + ", ".join(["#linalg.iterator_type<parallel>"] * len(sizes)) + "]"
-            ),
-            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1]),
-        },
-        regions=1,
+    return _generic(
+        [value],
+        tensor.empty(sizes, element),
+        [f"({', '.join(source)})", f"({', '.join(dims)})"],
+        ["parallel"] * len(sizes),
+        lambda v, _: v,
     )
-    block = generic.regions[0].blocks.append(t.element_type, element)
-    with ir.InsertionPoint(block):
-        ir.Operation.create("linalg.yield", operands=[block.arguments[0]])
-    return generic.result
+
+
+def _check_rows(index: ir.Value, x: ir.Value, negative: bool, op: str) -> ir.Value:
+    """Fail the call unless every element of the 1-D ``index`` is a row of
+    ``x`` (from ``-rows``, counted from the end, where ``negative``).
+    Returns the row count, typed as the index's elements."""
+    element = ir.RankedTensorType(index.type).element_type
+    rows = arith.index_cast(element, tensor.dim(x, arith.constant(ir.IndexType.get(), 0)))
+    zero = arith.constant(element, 0)
+    lowest = arith.subi(zero, rows) if negative else zero
+    _check_all(
+        index,
+        lambda v: arith.andi(
+            arith.cmpi(arith.CmpIPredicate.sge, v, lowest), arith.cmpi(arith.CmpIPredicate.slt, v, rows)
+        ),
+        f"{op}: an index is out of range for the rows of the input",
+    )
+    return rows
 
 
 def _check_all(value: ir.Value, predicate: Callable[[ir.Value], ir.Value], message: str) -> None:
     """Fail the call with ``message`` (``cf.assert``) unless ``predicate``
     holds for every element of the 1-D tensor ``value``."""
     i1 = ir.IntegerType.get_signless(1)
-    t = ir.RankedTensorType(value.type)
     init = tensor.from_elements(ir.RankedTensorType.get([], i1), [arith.constant(i1, 1)])
-    generic = ir.Operation.create(
-        "linalg.generic",
-        results=[init.type],
-        operands=[value, init],
-        attributes={
-            "indexing_maps": ir.ArrayAttr.get(
-                [ir.Attribute.parse("affine_map<(d0) -> (d0)>"), ir.Attribute.parse("affine_map<(d0) -> ()>")]
-            ),
-            "iterator_types": ir.Attribute.parse("[#linalg.iterator_type<reduction>]"),
-            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1]),
-        },
-        regions=1,
+    all_ok = _generic(
+        [value], init, ["(d0)", "()"], ["reduction"], lambda v, ok: arith.andi(ok, predicate(v))
     )
-    block = generic.regions[0].blocks.append(t.element_type, i1)
-    with ir.InsertionPoint(block):
-        element, ok = block.arguments
-        ir.Operation.create("linalg.yield", operands=[arith.andi(ok, predicate(element))])
-    ok = tensor.extract(generic.result, [])
+    ok = tensor.extract(all_ok, [])
     ir.Operation.create("cf.assert", operands=[ok], attributes={"msg": ir.StringAttr.get(message)})
 
 
 def _map_elements(value: ir.Value, element: ir.Type, fn: Callable[[ir.Value], ir.Value]) -> ir.Value:
     """``fn`` applied to every element of the ranked tensor ``value``, giving
     ``element``s (a linalg.generic with identity maps)."""
+    rank = ir.RankedTensorType(value.type).rank
+    dims = "(" + ", ".join(f"d{i}" for i in range(rank)) + ")"
+    return _generic(
+        [value], tensor.empty(_sizes(value), element), [dims, dims], ["parallel"] * rank, lambda v, _: fn(v)
+    )
+
+
+def _sizes(value: ir.Value) -> list:
+    """The sizes of the ranked tensor ``value``: ints, and index values
+    (``tensor.dim``) for its dynamic dims."""
     t = ir.RankedTensorType(value.type)
-    rank = t.rank
-    sizes = [
-        tensor.dim(value, arith.constant(ir.IndexType.get(), i)) if t.is_dynamic_dim(i) else t.shape[i]
-        for i in range(rank)
+    index = ir.IndexType.get()
+    return [
+        tensor.dim(value, arith.constant(index, k)) if t.is_dynamic_dim(k) else d
+        for k, d in enumerate(t.shape)
     ]
-    init = tensor.empty(sizes, element)
-    dims = ", ".join(f"d{i}" for i in range(rank))
-    identity = ir.Attribute.parse(f"affine_map<({dims}) -> ({dims})>")
+
+
+def _generic(
+    inputs: list[ir.Value],
+    init: ir.Value,
+    maps: list[str],
+    iterators: list[str],
+    body: Callable[..., ir.Value],
+) -> ir.Value:
+    """A ``linalg.generic`` over ``inputs`` into ``init`` (the bindings
+    carry no linalg builders). ``maps`` are the results of each operand's
+    affine map over ``d0, d1, ...`` (``"(d0, 0)"``), ``iterators`` the kinds
+    of its loops; ``body`` gets the block's arguments (one element per
+    operand, ``init``'s last) and returns the yielded value."""
+    loops = "(" + ", ".join(f"d{i}" for i in range(len(iterators))) + ")"
     generic = ir.Operation.create(
         "linalg.generic",
         results=[init.type],
-        operands=[value, init],
+        operands=[*inputs, init],
         attributes={
-            "indexing_maps": ir.ArrayAttr.get([identity, identity]),
-            "iterator_types": ir.Attribute.parse(
-                "[" + ", ".join(["#linalg.iterator_type<parallel>"] * rank) + "]"
+            "indexing_maps": ir.ArrayAttr.get(
+                [ir.Attribute.parse(f"affine_map<{loops} -> {m}>") for m in maps]
             ),
-            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1]),
+            "iterator_types": ir.Attribute.parse(
+                "[" + ", ".join(f"#linalg.iterator_type<{k}>" for k in iterators) + "]"
+            ),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(inputs), 1]),
         },
         regions=1,
     )
-    block = generic.regions[0].blocks.append(t.element_type, element)
+    types = [ir.RankedTensorType(v.type).element_type for v in (*inputs, init)]
+    block = generic.regions[0].blocks.append(*types)
     with ir.InsertionPoint(block):
-        ir.Operation.create("linalg.yield", operands=[fn(block.arguments[0])])
+        ir.Operation.create("linalg.yield", operands=[body(*block.arguments)])
     return generic.result
 
 
@@ -455,28 +457,15 @@ def _row_range(em: Emitter, node: fx.Node) -> ir.Value:
     i64 = ir.IntegerType.get_signless(64)
     last = arith.subi(tensor.dim(off, arith.constant(index, 0)), arith.constant(index, 1))
     rows = _index(tensor.extract(off, [last]))
-    out_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()], i64)
-    init = tensor.empty([rows], i64)
-    # linalg.generic writing each row's index (built generically: the
-    # bindings carry no linalg builders).
-    iota = ir.Operation.create(
-        "linalg.generic",
-        results=[out_type],
-        operands=[init],
-        attributes={
-            "indexing_maps": ir.Attribute.parse("[affine_map<(d0) -> (d0)>]"),
-            "iterator_types": ir.Attribute.parse("[#linalg.iterator_type<parallel>]"),
-            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 1]),
-        },
-        regions=1,
-    )
-    block = iota.regions[0].blocks.append(i64)
-    with ir.InsertionPoint(block):
-        at = ir.Operation.create(
+
+    def at(_):
+        loop = ir.Operation.create(
             "linalg.index", results=[index], attributes={"dim": ir.IntegerAttr.get(i64, 0)}
-        ).result
-        ir.Operation.create("linalg.yield", operands=[arith.index_cast(i64, at)])
-    return em.cast(iota.result, value_type(node))
+        )
+        return arith.index_cast(i64, loop.result)
+
+    iota = _generic([], tensor.empty([rows], i64), ["(d0)"], ["parallel"], at)
+    return em.cast(iota, value_type(node))
 
 
 @lowering(
@@ -520,24 +509,10 @@ def _index_add(em: Emitter, node: fx.Node) -> ir.Value:
     # index scatters a row read from past the end of both. Unlike
     # index_put, index_add takes no negative index.
     x, _, index, source = node.args[:4]
-    it = ir.RankedTensorType(em[index].type).element_type
-    rows = arith.index_cast(it, tensor.dim(em[x], arith.constant(ir.IndexType.get(), 0)))
-    zero = arith.constant(it, 0)
-    _check_all(
-        em[index],
-        lambda v: arith.andi(
-            arith.cmpi(arith.CmpIPredicate.sge, v, zero), arith.cmpi(arith.CmpIPredicate.slt, v, rows)
-        ),
-        "index_add: an index is out of range for the rows of the input",
-    )
+    _check_rows(em[index], em[x], negative=False, op="index_add")
     src = _updates(em, source)
     if src is not em[source]:
-        st = ir.RankedTensorType(em[source].type)
-        sizes = [
-            tensor.dim(em[source], arith.constant(ir.IndexType.get(), k)) if st.is_dynamic_dim(k) else d
-            for k, d in enumerate(st.shape)
-        ]
-        src = _broadcast_to(src, sizes, st.element_type, "index_add: the source")
+        src = _broadcast_to(src, _sizes(em[source]), value_type(source).element_type, "index_add: the source")
     return _scatter_rows(em, node, em[x], src, em[index], accumulate=True)
 
 
