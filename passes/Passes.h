@@ -73,6 +73,10 @@ void populateExpandF64MathPatterns(RewritePatternSet &patterns);
 /// from its source (`ragged-fold-view-reads`).
 void populateFoldViewReadsPatterns(RewritePatternSet &patterns);
 
+/// A `tensor.insert_slice` into a tensor of one value that has other uses
+/// as a `tensor.pad` of the inserted tensor (`ragged-pad-splat-inserts`).
+void populatePadSplatInsertsPatterns(RewritePatternSet &patterns);
+
 /// Rewrites ops on static tensors without elements (see FoldEmptyTensorsPass).
 void populateFoldEmptyTensorsPatterns(RewritePatternSet &patterns);
 

@@ -235,6 +235,37 @@ def FoldEmptyTensorsPass : Pass<"ragged-fold-empty-tensors"> {
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def PadSplatInsertsPass : Pass<"ragged-pad-splat-inserts"> {
+  let summary = "Pads the inserts into a shared tensor of one value";
+  let description = [{
+    torch-mlir lowers `slice_scatter(zeros_like(x), src, ...)`, the gradient
+    of a slice, to a `tensor.insert_slice` into a zero-filled tensor, and
+    CSE makes one fill of equal ones. IREE 3.13 updates such a splat in
+    place for every insert, so two inserts into one fill wrote into the same
+    buffer. A unit-stride, rank-preserving insert into a tensor whose every
+    element is one value (a `linalg.fill`, a `tensor.splat`, a generic
+    broadcasting a scalar) that has another use becomes a `tensor.pad` of
+    the inserted tensor with that value.
+
+    Before:
+    ```mlir
+    %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
+    %a = tensor.insert_slice %s into %z[1, 0] [%r, %n] [1, 1]
+        : tensor<?x?xf32> into tensor<?x?xf32>
+    %b = tensor.insert_slice %t into %z[0, 1] [%m, %c] [1, 1]
+        : tensor<?x?xf32> into tensor<?x?xf32>
+    ```
+    After:
+    ```mlir
+    %a = tensor.pad %s low[1, 0] high[%m - 1 - %r, %n - 0 - %n] {
+      tensor.yield %c0 : f32 } : tensor<?x?xf32> to tensor<?x?xf32>
+    %b = tensor.pad %t low[0, 1] high[...] { tensor.yield %c0 : f32 } ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def ExpandMathPass : Pass<"ragged-expand-math"> {
   let summary = "Expands the f64 math ops IREE's CPU backend cannot lower";
   let description = [{

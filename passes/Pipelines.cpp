@@ -56,6 +56,8 @@ void mlir::ragged::registerRaggedPipelines() {
         pm.addPass(createCSEPass());
         // After canonicalization, which makes the sizes of an all-empty batch static.
         pm.addPass(createFoldEmptyTensorsPass());
+        // After CSE, which shares one fill among equal ones.
+        pm.addPass(createPadSplatInsertsPass());
         // After canonicalization, which makes M and N static.
         SplitDynamicContractionsPassOptions split;
         split.chunk = options.contractionChunk;

@@ -472,3 +472,45 @@ def test_element_reads_of_a_column(f):
     got = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)(x, i)
     np.testing.assert_array_equal(got.numpy(), f(x, i).numpy())
     assert rb.stats["fallbacks"] == fallbacks
+
+
+def test_embedding_ids_out_of_the_table_fail_the_call():
+    """An id outside the embedding table fails the compiled call as it
+    fails eager (the gather read whatever lay at that address); ids inside
+    it give eager's rows, with no fallback."""
+    torch._dynamo.reset()
+    emb = nn.Embedding(50, 8)
+    run = torch.compile(lambda ids: emb(ids) * 2, backend="ragged", dynamic=True, fullgraph=True)
+    fallbacks = rb.stats["fallbacks"]
+    with torch.no_grad():
+        for ids in (torch.tensor([[1, 2, 49], [0, 3, 4]]), torch.tensor([[7, 0], [49, 1], [2, 2]])):
+            np.testing.assert_array_equal(run(ids).numpy(), (emb(ids) * 2).numpy())
+        for bad in ([[1, 50, 2], [0, 0, 0]], [[-1, 0, 0], [1, 1, 1]]):
+            with pytest.raises(RuntimeError, match="embedding: an id is out of range for a table of 50 rows"):
+                run(torch.tensor(bad))
+    assert rb.stats["fallbacks"] == fallbacks
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [
+        lambda x: (x[1:] ** 2).sum() + (x[:, 1:] ** 2).sum(),
+        lambda x: (x[:4] ** 2).sum() + (x[2:] ** 3).sum(),
+        lambda x: (x[:, 1:] ** 2).sum() + (x**2).sum(),
+    ],
+    ids=["rows_and_columns", "overlapping_rows", "columns_and_whole"],
+)
+def test_gradients_of_several_slices_of_one_tensor(loss):
+    """A loss over two slices of one input: each slice's gradient is an
+    insert into zeros, and IREE wrote both inserts into one shared zero
+    buffer (ragged-pad-splat-inserts), so the input gradient was wrong."""
+    torch._dynamo.reset()
+    run = torch.compile(loss, backend="ragged", dynamic=True, fullgraph=True)
+    fallbacks = rb.stats["fallbacks"]
+    for shape in ((10, 3), (7, 5)):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(shape[0]), requires_grad=True)
+        run(x).backward()
+        ref = x.detach().double().requires_grad_()
+        loss(ref).backward()
+        np.testing.assert_allclose(x.grad.numpy(), ref.grad.numpy(), rtol=1e-5, atol=1e-5)
+    assert rb.stats["fallbacks"] == fallbacks
