@@ -77,6 +77,10 @@ void populateFoldViewReadsPatterns(RewritePatternSet &patterns);
 /// as a `tensor.pad` of the inserted tensor (`ragged-pad-splat-inserts`).
 void populatePadSplatInsertsPatterns(RewritePatternSet &patterns);
 
+/// Integer divisions and remainders by a value that may be 0 divide by
+/// `select(divisor == 0, 1, divisor)` (`ragged-guard-integer-division`).
+void populateGuardIntegerDivisionPatterns(RewritePatternSet &patterns);
+
 /// Rewrites ops on static tensors without elements (see FoldEmptyTensorsPass).
 void populateFoldEmptyTensorsPatterns(RewritePatternSet &patterns);
 

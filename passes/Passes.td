@@ -266,6 +266,32 @@ def PadSplatInsertsPass : Pass<"ragged-pad-splat-inserts"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def GuardIntegerDivisionPass : Pass<"ragged-guard-integer-division"> {
+  let summary = "Keeps padded vector lanes from dividing integers by zero";
+  let description = [{
+    IREE's CPU backend vectorises an integer division in a linalg body over
+    whole vectors whose lanes past a dynamic extent hold zeros, and divides
+    each lane on its own (x86 has no vector integer division): a zero lane
+    raises SIGFPE, so integer `fmod`, `%` and truncating division by a
+    tensor ended the process on any input. Every integer division and
+    remainder by a value that is not a constant divides by
+    `select(divisor == 0, 1, divisor)` instead. A real division by zero
+    (undefined in `arith`) then gives the dividend.
+
+    Before:
+    ```mlir
+    %q = arith.divsi %a, %b : i64
+    ```
+    After:
+    ```mlir
+    %z = arith.cmpi eq, %b, %c0_i64 : i64
+    %d = arith.select %z, %c1_i64, %b : i64
+    %q = arith.divsi %a, %d : i64
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def ExpandMathPass : Pass<"ragged-expand-math"> {
   let summary = "Expands the f64 math ops IREE's CPU backend cannot lower";
   let description = [{

@@ -58,6 +58,7 @@ void mlir::ragged::registerRaggedPipelines() {
         pm.addPass(createFoldEmptyTensorsPass());
         // After CSE, which shares one fill among equal ones.
         pm.addPass(createPadSplatInsertsPass());
+        pm.addPass(createGuardIntegerDivisionPass());
         // After canonicalization, which makes M and N static.
         SplitDynamicContractionsPassOptions split;
         split.chunk = options.contractionChunk;

@@ -514,3 +514,28 @@ def test_gradients_of_several_slices_of_one_tensor(loss):
         loss(ref).backward()
         np.testing.assert_allclose(x.grad.numpy(), ref.grad.numpy(), rtol=1e-5, atol=1e-5)
     assert rb.stats["fallbacks"] == fallbacks
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        torch.fmod,
+        torch.remainder,
+        lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+        lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    ],
+    ids=["fmod", "remainder", "trunc", "floor"],
+)
+def test_integer_division_by_a_tensor(f):
+    """Integer division and remainder by a tensor with negative operands, as
+    eager. IREE divided the padded lanes of its vectors by zero and the
+    process died of SIGFPE (ragged-guard-integer-division)."""
+    torch._dynamo.reset()
+    run = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)
+    fallbacks = rb.stats["fallbacks"]
+    g = torch.Generator().manual_seed(0)
+    for shape in ((10, 3), (7, 5)):
+        a = torch.randint(-20, 20, shape, generator=g)
+        b = torch.randint(1, 5, shape, generator=g) * (1 - 2 * torch.randint(0, 2, shape, generator=g))
+        np.testing.assert_array_equal(run(a, b).numpy(), f(a, b).numpy())
+    assert rb.stats["fallbacks"] == fallbacks
