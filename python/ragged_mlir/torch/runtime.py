@@ -108,11 +108,12 @@ class CompiledGraph:
         positions = [index[plan.device_inputs[k]] for k in sorted(frozen_set)]
         self._parameters = _Parameters(compiled, positions, parameter_keys) if frozen_set else None
         self.timings: dict[str, float] = {}
-        # Bool tensors come back as int8 (.emit.boundary_type).
-        self._bool_results = [
-            k
+        # Bool tensors come back as int8 (.emit.boundary_type), uint8 ones
+        # as int8 too (MLIR's integers are signless): both are viewed back.
+        self._viewed_results = [
+            (k, v.dtype)
             for k, node in enumerate(plan.device_outputs)
-            if isinstance(v := value_of(node), torch.Tensor) and v.dtype == torch.bool
+            if isinstance(v := value_of(node), torch.Tensor) and v.dtype in (torch.bool, torch.uint8)
         ]
 
     def __call__(self, *args):
@@ -135,8 +136,8 @@ class CompiledGraph:
             if len(plan.device_outputs) == 1:
                 out = [out]
             results = [to_torch(o) for o in out] if plan.device_outputs else []
-            for k in self._bool_results:
-                results[k] = results[k].view(torch.bool)
+            for k, dtype in self._viewed_results:
+                results[k] = results[k].view(dtype)
         built = []
         for spec in plan.outputs:
             if spec.kind == "device":

@@ -539,3 +539,15 @@ def test_integer_division_by_a_tensor(f):
         b = torch.randint(1, 5, shape, generator=g) * (1 - 2 * torch.randint(0, 2, shape, generator=g))
         np.testing.assert_array_equal(run(a, b).numpy(), f(a, b).numpy())
     assert rb.stats["fallbacks"] == fallbacks
+
+
+def test_uint8_results_keep_their_dtype():
+    """A uint8 result comes back as uint8 with its values above 127 (IREE
+    returns MLIR's signless i8 as int8)."""
+    torch._dynamo.reset()
+    run = torch.compile(lambda x: x + 1, backend="ragged", dynamic=True, fullgraph=True)
+    for n in (5, 9):
+        x = torch.arange(200, 200 + n, dtype=torch.uint8)
+        got = run(x)
+        assert got.dtype == torch.uint8
+        np.testing.assert_array_equal(got.numpy(), (x + 1).numpy())
