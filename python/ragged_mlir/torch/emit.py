@@ -499,8 +499,8 @@ def _index_add_claims(node: fx.Node) -> bool:
 
 @lowering(
     torch.ops.aten.index_add.default,
-    "rows of a source added at row indices (tm_tensor.scatter); torch-mlir's own lowering "
-    "reads past an empty index",
+    "rows of a source added at row indices (tm_tensor.scatter), the indices checked; torch-mlir's own "
+    "lowering reads past an empty index and writes out of bounds at a negative one",
     claims=_index_add_claims,
 )
 def _index_add(em: Emitter, node: fx.Node) -> ir.Value:
