@@ -225,7 +225,7 @@ def _broadcast_to(value: ir.Value, sizes: list, element: ir.Type, message: str) 
             )
             size = want if not isinstance(want, int) else arith.constant(c, want)
             same = arith.cmpi(arith.CmpIPredicate.eq, have, size)
-            ir.Operation.create("cf.assert", operands=[same], attributes={"msg": ir.StringAttr.get(message)})
+            _fail_unless(same, message)
     if lead == 0 and not repeated:
         return value
     dims = [f"d{i}" for i in range(len(sizes))]
@@ -266,7 +266,12 @@ def _check_all(value: ir.Value, predicate: Callable[[ir.Value], ir.Value], messa
         [value], init, ["(d0)", "()"], ["reduction"], lambda v, ok: arith.andi(ok, predicate(v))
     )
     ok = tensor.extract(all_ok, [])
-    ir.Operation.create("cf.assert", operands=[ok], attributes={"msg": ir.StringAttr.get(message)})
+    _fail_unless(ok, message)
+
+
+def _fail_unless(flag: ir.Value, message: str) -> None:
+    """A ``cf.assert``: the call fails with ``message`` unless the i1 ``flag`` holds."""
+    ir.Operation.create("cf.assert", operands=[flag], attributes={"msg": ir.StringAttr.get(message)})
 
 
 def _map_elements(value: ir.Value, element: ir.Type, fn: Callable[[ir.Value], ir.Value]) -> ir.Value:
@@ -483,7 +488,7 @@ def _assert_async(em: Emitter, node: fx.Node) -> None:
     flag = tensor.extract(value, [])
     if flag.type != i1:
         flag = arith.cmpi(arith.CmpIPredicate.ne, flag, arith.constant(flag.type, 0))
-    ir.Operation.create("cf.assert", operands=[flag], attributes={"msg": ir.StringAttr.get(str(msg))})
+    _fail_unless(flag, str(msg))
 
 
 def _index_add_claims(node: fx.Node) -> bool:
