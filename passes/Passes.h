@@ -73,9 +73,9 @@ void populateExpandF64MathPatterns(RewritePatternSet &patterns);
 /// from its source (`ragged-fold-view-reads`).
 void populateFoldViewReadsPatterns(RewritePatternSet &patterns);
 
-/// A `tensor.insert_slice` into a tensor of one value that has other uses
-/// as a `tensor.pad` of the inserted tensor (`ragged-pad-splat-inserts`).
-void populatePadSplatInsertsPatterns(RewritePatternSet &patterns);
+/// A generic that broadcasts one scalar as a `linalg.fill` of it
+/// (`ragged-fill-splats`).
+void populateFillSplatsPatterns(RewritePatternSet &patterns);
 
 /// Integer divisions and remainders by a value that may be 0 divide by
 /// `select(divisor == 0, 1, divisor)` (`ragged-guard-integer-division`).

@@ -235,31 +235,33 @@ def FoldEmptyTensorsPass : Pass<"ragged-fold-empty-tensors"> {
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
-def PadSplatInsertsPass : Pass<"ragged-pad-splat-inserts"> {
-  let summary = "Pads the inserts into a shared tensor of one value";
+def FillSplatsPass : Pass<"ragged-fill-splats"> {
+  let summary = "Writes generics that broadcast one scalar as fills";
   let description = [{
-    torch-mlir lowers `slice_scatter(zeros_like(x), src, ...)`, the gradient
-    of a slice, to a `tensor.insert_slice` into a zero-filled tensor, and
-    CSE makes one fill of equal ones. IREE 3.13 updates such a splat in
-    place for every insert, so two inserts into one fill wrote into the same
-    buffer. A unit-stride, rank-preserving insert into a tensor whose every
-    element is one value (a `linalg.fill`, a `tensor.splat`, a generic
-    broadcasting a scalar) that has another use becomes a `tensor.pad` of
-    the inserted tensor with that value.
+    torch-mlir lowers `zeros_like` and `full_like` to a `linalg.generic`
+    that broadcasts a rank-0 constant. IREE 3.13 makes that generic a
+    dispatch without operands and, after cloning it for each consumer that
+    updates it in place, merges the clones again by CSE: two inserts or
+    scatters into one zero tensor (the gradients of two slices, or of `sort`
+    and `topk`, of one input) wrote into one buffer. An all-parallel generic
+    whose body only yields a scalar (an operand, the element of a rank-0
+    tensor, or a value from outside) is a `linalg.fill` of that scalar,
+    which IREE copies for each in-place consumer.
 
     Before:
     ```mlir
-    %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
-    %a = tensor.insert_slice %s into %z[1, 0] [%r, %n] [1, 1]
-        : tensor<?x?xf32> into tensor<?x?xf32>
-    %b = tensor.insert_slice %t into %z[0, 1] [%m, %c] [1, 1]
-        : tensor<?x?xf32> into tensor<?x?xf32>
+    %z = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> ()>,
+                                          affine_map<(d0, d1) -> (d0, d1)>],
+                         iterator_types = ["parallel", "parallel"]}
+        ins(%cst : tensor<f32>) outs(%e : tensor<?x?xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+    } -> tensor<?x?xf32>
     ```
-    After:
+    After (`%cst` is `dense<0.0>`):
     ```mlir
-    %a = tensor.pad %s low[1, 0] high[%m - 1 - %r, %n - 0 - %n] {
-      tensor.yield %c0 : f32 } : tensor<?x?xf32> to tensor<?x?xf32>
-    %b = tensor.pad %t low[0, 1] high[...] { tensor.yield %c0 : f32 } ...
+    %c0 = arith.constant 0.000000e+00 : f32
+    %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
     ```
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",

@@ -56,8 +56,7 @@ void mlir::ragged::registerRaggedPipelines() {
         pm.addPass(createCSEPass());
         // After canonicalization, which makes the sizes of an all-empty batch static.
         pm.addPass(createFoldEmptyTensorsPass());
-        // After CSE, which shares one fill among equal ones.
-        pm.addPass(createPadSplatInsertsPass());
+        pm.addPass(createFillSplatsPass());
         pm.addPass(createGuardIntegerDivisionPass());
         // After canonicalization, which makes M and N static.
         SplitDynamicContractionsPassOptions split;

@@ -491,19 +491,66 @@ def test_embedding_ids_out_of_the_table_fail_the_call():
     assert rb.stats["fallbacks"] == fallbacks
 
 
+def _rows_of(i, x):
+    """``i`` [n] as an index over the rows of ``x`` [m, k] for gather and scatter: [n, k]."""
+    return i.unsqueeze(1).expand(-1, x.shape[1])
+
+
+@pytest.mark.parametrize(
+    "f, wraps",
+    [
+        (lambda x, i: torch.index_select(x, 0, i) + 1, False),
+        (lambda x, i: torch.index_select(x, 1, i) + 1, False),
+        (lambda x, i: x[i] + 1, True),
+        (lambda x, i: x[:, i] + 1, True),
+        (lambda x, i: torch.gather(x, 0, _rows_of(i, x)) + 1, False),
+        (lambda x, i: torch.zeros_like(x).scatter(0, _rows_of(i, x), x[: i.shape[0]]), False),
+        (lambda x, i: torch.zeros_like(x).scatter_add(0, _rows_of(i, x), x[: i.shape[0]]), False),
+        (lambda x, i: x.scatter_reduce(0, _rows_of(i, x), x[: i.shape[0]] * 2, "amax"), False),
+    ],
+    ids=[
+        "index_select",
+        "index_select_dim1",
+        "index",
+        "index_columns",
+        "gather",
+        "scatter",
+        "scatter_add",
+        "scatter_reduce",
+    ],
+)
+def test_gathers_and_scatters_check_their_indices(f, wraps):
+    """An index outside the dim it indexes fails the compiled call as it
+    fails eager: the gather read, and the scatter wrote, whatever lay at
+    that address (a wrong answer, or the process died). Negative indices
+    count from the end where eager allows them (``x[i]``)."""
+    torch._dynamo.reset()
+    run = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)
+    fallbacks = rb.stats["fallbacks"]
+    x = torch.randn(6, 6, generator=torch.Generator().manual_seed(0))
+    good = [torch.tensor([1, 5]), torch.tensor([0, 5, 2])] + ([torch.tensor([-1, 2, -6])] if wraps else [])
+    for i in good:
+        np.testing.assert_array_equal(run(x, i).numpy(), f(x, i).numpy())
+    for bad in [[1, 6], [2, 1_000_000], [-7, 0]] + ([] if wraps else [[-1, 2]]):
+        with pytest.raises(RuntimeError, match="an index is out of range for dim"):
+            run(x, torch.tensor(bad))
+    assert rb.stats["fallbacks"] == fallbacks
+
+
 @pytest.mark.parametrize(
     "loss",
     [
         lambda x: (x[1:] ** 2).sum() + (x[:, 1:] ** 2).sum(),
         lambda x: (x[:4] ** 2).sum() + (x[2:] ** 3).sum(),
         lambda x: (x[:, 1:] ** 2).sum() + (x**2).sum(),
+        lambda x: torch.sort(x, 0)[0][-1].sum() + torch.topk(x, 2, 0)[0].pow(2).sum(),
     ],
-    ids=["rows_and_columns", "overlapping_rows", "columns_and_whole"],
+    ids=["rows_and_columns", "overlapping_rows", "columns_and_whole", "sort_and_topk"],
 )
 def test_gradients_of_several_slices_of_one_tensor(loss):
-    """A loss over two slices of one input: each slice's gradient is an
-    insert into zeros, and IREE wrote both inserts into one shared zero
-    buffer (ragged-pad-splat-inserts), so the input gradient was wrong."""
+    """A loss over two slices (or sorts) of one input: each one's gradient is
+    an insert (a scatter) into zeros, and IREE wrote both into one shared
+    zero buffer (ragged-fill-splats), so the input gradient was wrong."""
     torch._dynamo.reset()
     run = torch.compile(loss, backend="ragged", dynamic=True, fullgraph=True)
     fallbacks = rb.stats["fallbacks"]

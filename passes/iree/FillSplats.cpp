@@ -1,0 +1,90 @@
+//===- FillSplats.cpp - broadcasts of one scalar as fills -----------------===//
+//
+// torch-mlir lowers `zeros_like(x)` and `full_like(x, c)` to a generic that
+// broadcasts a rank-0 constant. IREE 3.13 makes such a generic a dispatch
+// without operands, and after it cloned that dispatch for each consumer
+// that updates it in place (an insert, a scatter), CSE merged the clones
+// again: two updates of one zero tensor (the gradients of two slices, or of
+// `sort` and `topk`, of one input) were written into one buffer, and each
+// result held both. A `linalg.fill` is a splat to IREE, which it gives
+// each in-place consumer a copy of.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+
+namespace mlir::ragged {
+#define GEN_PASS_DEF_FILLSPLATSPASS
+#include "passes/Passes.h.inc"
+} // namespace mlir::ragged
+
+using namespace mlir;
+
+namespace {
+
+/// Whether `use` is the destination of an op that IREE updates in place: an
+/// insert, a destination-style init, or an output of an op from a dialect
+/// this context does not know (torch-mlir's `tm_tensor` and IREE's
+/// `iree_linalg_ext` ops put their outputs in the last operand segment).
+bool updatedInPlace(OpOperand &use) {
+  Operation *user = use.getOwner();
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(user))
+    return &use == &insert.getDestMutable();
+  if (auto insert = dyn_cast<tensor::InsertOp>(user))
+    return &use == &insert.getDestMutable();
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
+    return dps.isDpsInit(&use);
+  auto segments = user->getAttrOfType<DenseI32ArrayAttr>("operandSegmentSizes");
+  if (user->isRegistered() || !segments || segments.empty())
+    return false;
+  return use.getOperandNumber() >= user->getNumOperands() - segments.asArrayRef().back();
+}
+
+struct FillSplat : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op, PatternRewriter &rewriter) const override {
+    if (op.getNumDpsInits() != 1 || op.getNumDpsInputs() > 1 || !op.hasPureTensorSemantics() ||
+        op.getNumParallelLoops() != op.getNumLoops() ||
+        !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isPermutation())
+      return rewriter.notifyMatchFailure(op, "not an all-parallel generic writing every element of one init");
+    // A fill among the inputs of a scatter is cloned into its dispatch,
+    // which IREE's CPU backend then cannot compile.
+    if (llvm::none_of(op->getUses(), updatedInPlace))
+      return rewriter.notifyMatchFailure(op, "nothing updates it in place");
+    Block *body = op.getBody();
+    if (body->getOperations().size() != 1)
+      return rewriter.notifyMatchFailure(op, "the body computes");
+    Value yielded = cast<linalg::YieldOp>(body->getTerminator()).getValues()[0];
+    Value scalar = yielded; // a value from outside the body
+    if (auto arg = dyn_cast<BlockArgument>(yielded); arg && arg.getOwner() == body) {
+      if (arg.getArgNumber() != 0 || op.getNumDpsInputs() != 1)
+        return rewriter.notifyMatchFailure(op, "yields the init");
+      Value input = op.getDpsInputs()[0];
+      auto type = dyn_cast<RankedTensorType>(input.getType());
+      if (type && type.getRank() != 0)
+        return rewriter.notifyMatchFailure(op, "broadcasts a tensor of many values");
+      scalar = type ? rewriter.createOrFold<tensor::ExtractOp>(op.getLoc(), input, ValueRange{}) : input;
+    }
+    rewriter.replaceOpWithNewOp<linalg::FillOp>(op, scalar, op.getDpsInits()[0]);
+    return success();
+  }
+};
+
+struct FillSplatsPass : ragged::impl::FillSplatsPassBase<FillSplatsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    ragged::populateFillSplatsPatterns(patterns);
+    walkAndApplyPatterns(getOperation(), std::move(patterns));
+  }
+};
+
+} // namespace
+
+void mlir::ragged::populateFillSplatsPatterns(RewritePatternSet &patterns) {
+  patterns.add<FillSplat>(patterns.getContext());
+}
