@@ -246,7 +246,11 @@ def FillSplatsPass : Pass<"ragged-fill-splats"> {
     and `topk`, of one input) wrote into one buffer. An all-parallel generic
     whose body only yields a scalar (an operand, the element of a rank-0
     tensor, or a value from outside) is a `linalg.fill` of that scalar,
-    which IREE copies for each in-place consumer.
+    which IREE copies for each in-place consumer. The consumer may lie in
+    another function, so every such generic becomes a fill, but for one
+    among the inputs of an op this context does not know (a scatter's
+    updates): IREE clones a fill into the scatter's dispatch and cannot
+    compile it there.
 
     Before:
     ```mlir

@@ -7,7 +7,9 @@
 // again: two updates of one zero tensor (the gradients of two slices, or of
 // `sort` and `topk`, of one input) were written into one buffer, and each
 // result held both. A `linalg.fill` is a splat to IREE, which it gives
-// each in-place consumer a copy of.
+// each in-place consumer a copy of. The consumer may lie in another
+// function (a dense piece of the graph), so every such generic becomes a
+// fill, but for those a scatter reads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,22 +28,18 @@ using namespace mlir;
 
 namespace {
 
-/// Whether `use` is the destination of an op that IREE updates in place: an
-/// insert, a destination-style init, or an output of an op from a dialect
-/// this context does not know (torch-mlir's `tm_tensor` and IREE's
-/// `iree_linalg_ext` ops put their outputs in the last operand segment).
-bool updatedInPlace(OpOperand &use) {
+/// Whether `use` is an input, or a reshape of one, of an op from a dialect
+/// this context does not know (torch-mlir's `tm_tensor` and IREE's `iree_linalg_ext` ops put their
+/// outputs in the last operand segment, their inputs before it).
+bool readByUnknownOp(OpOperand &use) {
   Operation *user = use.getOwner();
-  if (auto insert = dyn_cast<tensor::InsertSliceOp>(user))
-    return &use == &insert.getDestMutable();
-  if (auto insert = dyn_cast<tensor::InsertOp>(user))
-    return &use == &insert.getDestMutable();
-  if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
-    return dps.isDpsInit(&use);
-  auto segments = user->getAttrOfType<DenseI32ArrayAttr>("operandSegmentSizes");
-  if (user->isRegistered() || !segments || segments.empty())
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp>(user))
+    return llvm::any_of(user->getResult(0).getUses(), readByUnknownOp);
+  if (user->isRegistered())
     return false;
-  return use.getOperandNumber() >= user->getNumOperands() - segments.asArrayRef().back();
+  auto segments = user->getAttrOfType<DenseI32ArrayAttr>("operandSegmentSizes");
+  return !segments || segments.empty() ||
+         use.getOperandNumber() < user->getNumOperands() - segments.asArrayRef().back();
 }
 
 struct FillSplat : OpRewritePattern<linalg::GenericOp> {
@@ -54,8 +52,8 @@ struct FillSplat : OpRewritePattern<linalg::GenericOp> {
       return rewriter.notifyMatchFailure(op, "not an all-parallel generic writing every element of one init");
     // A fill among the inputs of a scatter is cloned into its dispatch,
     // which IREE's CPU backend then cannot compile.
-    if (llvm::none_of(op->getUses(), updatedInPlace))
-      return rewriter.notifyMatchFailure(op, "nothing updates it in place");
+    if (llvm::any_of(op->getUses(), readByUnknownOp))
+      return rewriter.notifyMatchFailure(op, "a scatter reads it");
     Block *body = op.getBody();
     if (body->getOperations().size() != 1)
       return rewriter.notifyMatchFailure(op, "the body computes");

@@ -27,9 +27,9 @@ func.func @zeros_like(%n: index, %s: tensor<1x3xf32>) -> (tensor<?x3xf32>, tenso
 
 // A rank-0 tensor computed at run time: the fill reads its element. A
 // scalar operand, and a value from outside the body, fill as they are.
-// Each is the destination of an insert, of a linalg op and of a scatter
-// (an op of a dialect this context does not know: its last operand
-// segment holds its outputs).
+// Each is updated in place: by an insert, a linalg op and a scatter (an op
+// of a dialect this context does not know: its last operand segment holds
+// its outputs).
 // CHECK-LABEL: func.func @scalars
 // CHECK-SAME:    (%[[T:.*]]: tensor<i64>, %[[S:.*]]: f32, %[[C:.*]]: i1,
 // CHECK:         %[[V:.*]] = tensor.extract %[[T]][] : tensor<i64>
@@ -68,12 +68,12 @@ func.func @scalars(%t: tensor<i64>, %s: f32, %c: i1, %u: tensor<2x5xf32>, %v: te
 // -----
 
 // Left alone: a broadcast of a tensor of many values, a generic that
-// computes, one that yields its init, a reduction, and a splat that only
-// scatters read (IREE clones a fill into the scatter's dispatch and cannot
-// compile it there).
+// computes, one that yields its init, a reduction, and splats a scatter
+// reads, directly or through a reshape (IREE clones a fill into the
+// scatter's dispatch and cannot compile it there).
 // CHECK-LABEL: func.func @left_alone
 // CHECK-NOT:     linalg.fill
-// CHECK-COUNT-5: linalg.generic
+// CHECK-COUNT-6: linalg.generic
 func.func @left_alone(%v: tensor<3xf32>, %x: tensor<4x3xf32>, %s: f32, %i: tensor<4x1xi64>)
     -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4xf32>, tensor<4x3xf32>) {
   %e = tensor.empty() : tensor<4x3xf32>
@@ -105,5 +105,30 @@ func.func @left_alone(%v: tensor<3xf32>, %x: tensor<4x3xf32>, %s: f32, %i: tenso
     linalg.yield %s : f32
   } -> tensor<4x3xf32>
   %f = "tm_tensor.scatter"(%u, %i, %x) <{operandSegmentSizes = array<i32: 2, 1>}> : (tensor<4x3xf32>, tensor<4x1xi64>, tensor<4x3xf32>) -> tensor<4x3xf32>
-  return %a, %b, %c, %d, %f : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4xf32>, tensor<4x3xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>],
+                       iterator_types = ["parallel", "parallel"]} outs(%e : tensor<4x3xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %s : f32
+  } -> tensor<4x3xf32>
+  %w3 = tensor.expand_shape %w [[0], [1, 2]] output_shape [4, 1, 3] : tensor<4x3xf32> into tensor<4x1x3xf32>
+  %g = "tm_tensor.scatter"(%w3, %i, %x) <{operandSegmentSizes = array<i32: 2, 1>}> : (tensor<4x1x3xf32>, tensor<4x1xi64>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  return %a, %b, %c, %d, %g : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4xf32>, tensor<4x3xf32>
+}
+
+// -----
+
+// A splat returned to the caller (a dense piece whose consumer lies in
+// another function) is a fill too.
+// CHECK-LABEL: func.func @returned
+// CHECK:         %[[F:.*]] = linalg.fill
+// CHECK:         return %[[F]]
+func.func @returned(%n: index) -> tensor<?xi64> {
+  %cst = arith.constant dense<3> : tensor<i64>
+  %e = tensor.empty(%n) : tensor<?xi64>
+  %z = linalg.generic {indexing_maps = [affine_map<(d0) -> ()>, affine_map<(d0) -> (d0)>],
+                       iterator_types = ["parallel"]} ins(%cst : tensor<i64>) outs(%e : tensor<?xi64>) {
+  ^bb0(%in: i64, %out: i64):
+    linalg.yield %in : i64
+  } -> tensor<?xi64>
+  return %z : tensor<?xi64>
 }
