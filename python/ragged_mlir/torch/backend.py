@@ -44,7 +44,7 @@ from .emit import (
     empty_result,
 )
 from .graph import Unsupported, plan_graph
-from .index_checks import check_embedding_ids
+from .index_checks import check_indices
 from .masked_rows import guard_masked_rows
 from .njt_patterns import rewrite_njt_patterns
 from .reshapes import reshape_groups
@@ -192,7 +192,7 @@ def compile_fx_graph(
             raise Unsupported("this ragged op has no lowering", node)
     t_start = time.perf_counter()
     guard_masked_rows(gm)
-    check_embedding_ids(gm)
+    check_indices(gm)
     if gm.graph.eliminate_dead_code():
         gm.recompile()
     try:

@@ -1,13 +1,18 @@
-"""Token ids checked against their embedding table, as eager checks them.
+"""Indices checked against the dim they index, as eager checks them.
 
-Eager ``F.embedding`` raises ``IndexError`` for an id outside the table (a
-tokenizer whose vocabulary does not match the model's, a position past
-``max_position_embeddings``). The gather torch-mlir compiles an embedding
-into reads whatever lies at that address, so a compiled model returned
-garbage rows instead. :func:`check_embedding_ids` puts a check before each
-embedding of a graph: the call fails with a message naming the table's
-size. The check is one reduction over the ids, and its result is read on
-the host before the rest of the call runs.
+Eager raises for an index outside the dim it reads or writes: an embedding
+id past the table (a tokenizer whose vocabulary does not match the model's),
+an ``index_select``, ``gather`` or ``x[i]`` index past the rows, a
+``scatter`` index past the output. The gathers and scatters torch-mlir
+compiles these into read or write whatever lies at that address: a compiled
+model returned garbage rows, or the process died. :func:`check_indices`
+puts a check before each such op of a graph, and the call fails with a
+message naming the op, the dim and its size. A check is one reduction over
+the indices, and its result is read on the host before the rest of the call
+runs.
+
+``index_put`` and ``index_add`` are emitted with their checks built in
+(:mod:`ragged_mlir.torch.emit`).
 """
 
 from __future__ import annotations
@@ -15,39 +20,121 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-__all__ = ["check_embedding_ids"]
+__all__ = ["check_indices"]
 
 aten = torch.ops.aten
 
+# op: (name in the message, whether a negative index counts from the end).
+# Each indexes the dim ``dim`` of its first argument with its index argument.
+_CHECKED = {
+    aten.embedding.default: ("embedding", False),
+    aten.index_select.default: ("index_select", False),
+    aten.gather.default: ("gather", False),
+    aten.scatter.src: ("scatter", False),
+    aten.scatter.value: ("scatter", False),
+    aten.scatter.reduce: ("scatter", False),
+    aten.scatter.value_reduce: ("scatter", False),
+    aten.scatter_add.default: ("scatter_add", False),
+    aten.scatter_reduce.two: ("scatter_reduce", False),
+    aten.index.Tensor: ("index", True),
+}
 
-def check_embedding_ids(gm: fx.GraphModule) -> int:
-    """Rewrites ``gm`` in place: before each ``aten.embedding``, an
-    ``_assert_async`` that every id is in ``[0, rows)``. Returns how many
-    embeddings were checked."""
+
+def _indexed(node: fx.Node) -> list[tuple[fx.Node, fx.Node, int]]:
+    """``(tensor, index, dim)`` for each index ``node`` takes."""
+    if node.target is aten.embedding.default:
+        weight, ids = node.args[:2]
+        return [(weight, ids, 0)]
+    if node.target is aten.index.Tensor:
+        x, indices = node.args[:2]
+        return [
+            (x, index, dim)
+            for dim, index in enumerate(indices)
+            if isinstance(index, fx.Node)
+            and index.meta["val"].dtype is not torch.bool  # a mask reads no index
+        ]
+    x, dim, index = node.args[:3]
+    return [(x, index, dim % max(x.meta["val"].dim(), 1))]
+
+
+# Ops whose result holds the values of their first argument and no others.
+_SAME_VALUES = {
+    aten.expand.default,
+    aten.unsqueeze.default,
+    aten.squeeze.dim,
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten.permute.default,
+    aten.t.default,
+    aten.transpose.int,
+    aten.clone.default,
+}
+
+
+def _values_of(index: fx.Node) -> fx.Node:
+    """The node whose values ``index`` holds, past the views that only
+    rearrange them (``gather`` and ``scatter`` take ``i.unsqueeze(1).expand(...)``):
+    the check reads fewer elements, and IREE's CPU backend cannot compile a
+    reduction over some broadcasts."""
+    while index.op == "call_function" and index.target in _SAME_VALUES:
+        index = index.args[0]
+    return index
+
+
+def _message(name: str, size, dim: int) -> str:
+    if name == "embedding":
+        return f"embedding: an id is out of range for a table of {size} rows"
+    of = f"size {size}" if isinstance(size, int) else "the input"
+    return f"{name}: an index is out of range for dim {dim} of {of}"
+
+
+def _add(graph: fx.Graph, mode, op, *args) -> fx.Node:
+    """A node calling ``op`` on ``args``, its fake value computed in ``mode``."""
+    node = graph.call_function(op, args)
+    vals = fx.node.map_arg(args, lambda a: a.meta["val"])
+    with mode:
+        node.meta["val"] = op(*vals)
+    return node
+
+
+def check_indices(gm: fx.GraphModule) -> int:
+    """Rewrites ``gm`` in place: before each gather or scatter of
+    ``_CHECKED``, an ``_assert_async`` that every index lies in the dim it
+    indexes (``[0, n)``, or ``[-n, n)`` where a negative index counts from
+    the end). Returns how many indices were checked."""
     graph = gm.graph
+    order = {n: k for k, n in enumerate(graph.nodes)}
+    inputs = [n for n in graph.nodes if n.op == "placeholder"]
     count = 0
     for node in list(graph.nodes):
-        if node.op != "call_function" or node.target is not aten.embedding.default:
+        if node.op != "call_function" or node.target not in _CHECKED:
             continue
-        weight, ids = node.args[:2]
-        rows = weight.meta["val"].shape[0]
-        # The fake values of the new nodes come from the ids' own mode (a
-        # graph may hold values of more than one).
-        mode = getattr(ids.meta["val"], "fake_mode", None)
-        if mode is None or ids.meta["val"].numel() == 0:
-            continue
-        with graph.inserting_before(node):
-            low = graph.call_function(aten.ge.Scalar, (ids, 0))
-            high = graph.call_function(aten.lt.Scalar, (ids, rows))
-            inside = graph.call_function(aten.logical_and.default, (low, high))
-            every = graph.call_function(aten.all.default, (inside,))
-            message = f"embedding: an id is out of range for a table of {rows} rows"
-            check = graph.call_function(aten._assert_async.msg, (every, message))
-        for n in (low, high, inside, every, check):
-            args, kwargs = fx.node.map_arg((n.args, n.kwargs), lambda a: a.meta["val"])
-            with mode:
-                n.meta["val"] = n.target(*args, **kwargs)
-        count += 1
+        name, negative = _CHECKED[node.target]
+        for x, index, dim in _indexed(node):
+            index = _values_of(index)
+            # The fake values of the new nodes come from the index's own
+            # mode (a graph may hold values of more than one).
+            mode = getattr(index.meta["val"], "fake_mode", None)
+            if mode is None or index.meta["val"].numel() == 0:
+                continue
+            size = x.meta["val"].shape[dim]
+            # As early as the index allows: a check splits the graph's dense
+            # piece in two, and IREE reads a view made in one piece and read
+            # in the other wrongly (see ragged-fold-view-reads).
+            after = max([index, *inputs[-1:]] + ([] if isinstance(size, int) else [x]), key=order.__getitem__)
+            with graph.inserting_before(after.next):
+                n = size if isinstance(size, int) else _add(graph, mode, aten.sym_size.int, x, dim)
+                if negative:
+                    above = _add(graph, mode, aten.le.Scalar, _add(graph, mode, aten.neg.default, index), n)
+                else:
+                    above = _add(graph, mode, aten.ge.Scalar, index, 0)
+                below = _add(graph, mode, aten.lt.Scalar, index, n)
+                every = _add(
+                    graph, mode, aten.all.default, _add(graph, mode, aten.logical_and.default, below, above)
+                )
+                _add(graph, mode, aten._assert_async.msg, every, _message(name, size, dim))
+            count += 1
     if count:
         graph.lint()
         gm.recompile()
