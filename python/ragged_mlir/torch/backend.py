@@ -33,6 +33,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 from torch._guards import TracingContext
 
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from .checks import check_divisors, check_indices
 from .emit import (
     LOWERINGS,
     PASSTHROUGH_DIALECTS,
@@ -44,11 +45,11 @@ from .emit import (
     empty_result,
 )
 from .graph import Unsupported, plan_graph
-from .index_checks import check_indices
 from .masked_rows import guard_masked_rows
 from .njt_patterns import rewrite_njt_patterns
 from .reshapes import reshape_groups
 from .runtime import CompiledGraph
+from .uint8 import widen_uint8
 from .unpad import log as unpad_log
 from .unpad import unpad_graph
 
@@ -193,6 +194,8 @@ def compile_fx_graph(
     t_start = time.perf_counter()
     guard_masked_rows(gm)
     check_indices(gm)
+    check_divisors(gm)
+    widen_uint8(gm)
     if gm.graph.eliminate_dead_code():
         gm.recompile()
     try:

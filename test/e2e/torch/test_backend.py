@@ -576,7 +576,8 @@ def test_gradients_of_several_slices_of_one_tensor(loss):
 def test_integer_division_by_a_tensor(f):
     """Integer division and remainder by a tensor with negative operands, as
     eager. IREE divided the padded lanes of its vectors by zero and the
-    process died of SIGFPE (ragged-guard-integer-division)."""
+    process died of SIGFPE (ragged-guard-integer-division). A divisor of 0
+    fails the call, as eager raises."""
     torch._dynamo.reset()
     run = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)
     fallbacks = rb.stats["fallbacks"]
@@ -585,6 +586,56 @@ def test_integer_division_by_a_tensor(f):
         a = torch.randint(-20, 20, shape, generator=g)
         b = torch.randint(1, 5, shape, generator=g) * (1 - 2 * torch.randint(0, 2, shape, generator=g))
         np.testing.assert_array_equal(run(a, b).numpy(), f(a, b).numpy())
+    b[3, 1] = 0
+    with pytest.raises(RuntimeError, match="integer division by zero"):
+        run(a, b)
+    assert rb.stats["fallbacks"] == fallbacks
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: x.sum(1),
+        lambda x: x.max(),
+        lambda x: x.min(0).values + 1,
+        lambda x: x.argmax(1),
+        lambda x: torch.sort(x, 1)[0],
+        lambda x: x // 3 + x % 7,
+        lambda x: x * 3 - 100,
+        lambda x: x + torch.tensor([-5, 7], dtype=torch.int8).repeat(x.shape[1] // 2),
+        lambda x: x.cumsum(0),
+        lambda x: torch.where(x > 128, x, x.flip(0)),
+        lambda x: (x.float() / 255).to(torch.uint8) + x,
+        lambda x: (x.float() * 0.9 + 20.5).to(torch.uint8).float(),
+    ],
+    ids=[
+        "sum",
+        "max",
+        "min",
+        "argmax",
+        "sort",
+        "div_mod",
+        "wrap",
+        "int8",
+        "cumsum",
+        "where",
+        "cast",
+        "from_float",
+    ],
+)
+def test_uint8_arithmetic_as_eager(f):
+    """Ops on uint8 give eager's values and types. torch-mlir treats MLIR's
+    signless i8 as signed in many lowerings: a sum came out negative, sort
+    put 200 before 1, and max and // ended the process."""
+    torch._dynamo.reset()
+    run = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)
+    fallbacks = rb.stats["fallbacks"]
+    g = torch.Generator().manual_seed(0)
+    for shape in ((5, 4), (3, 6)):
+        x = torch.randint(0, 256, shape, dtype=torch.uint8, generator=g)
+        got, want = run(x), f(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert rb.stats["fallbacks"] == fallbacks
 
 

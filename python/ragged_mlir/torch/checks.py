@@ -1,4 +1,4 @@
-"""Indices checked against the dim they index, as eager checks them.
+"""Device values checked as eager checks them, before the op that needs them.
 
 Eager raises for an index outside the dim it reads or writes: an embedding
 id past the table (a tokenizer whose vocabulary does not match the model's),
@@ -7,20 +7,25 @@ an ``index_select``, ``gather`` or ``x[i]`` index past the rows, a
 compiles these into read or write whatever lies at that address: a compiled
 model returned garbage rows, or the process died. :func:`check_indices`
 puts a check before each such op of a graph, and the call fails with a
-message naming the op, the dim and its size. A check is one reduction over
-the indices, and its result is read on the host before the rest of the call
-runs.
-
-``index_put`` and ``index_add`` are emitted with their checks built in
+message naming the op, the dim and its size. ``index_put`` and
+``index_add`` are emitted with their checks built in
 (:mod:`ragged_mlir.torch.emit`).
+
+Eager raises for an integer division by zero too; IREE divides by
+``select(d == 0, 1, d)`` instead (``ragged-guard-integer-division``), so
+:func:`check_divisors` fails the call where a divisor is 0.
+
+A check is one reduction, and its result is read on the host before the
+rest of the call runs.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.fx as fx
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-__all__ = ["check_indices"]
+__all__ = ["check_divisors", "check_indices"]
 
 aten = torch.ops.aten
 
@@ -98,14 +103,62 @@ def _add(graph: fx.Graph, mode, op, *args) -> fx.Node:
     return node
 
 
+def _early(graph: fx.Graph, nodes: list[fx.Node]):
+    """An insertion point as early as ``nodes`` allow: a check splits the
+    graph's dense piece in two, and IREE reads a view made in one piece and
+    read in the other wrongly (see ragged-fold-view-reads)."""
+    order = {n: k for k, n in enumerate(graph.nodes)}
+    inputs = [n for n in graph.nodes if n.op == "placeholder"]
+    return graph.inserting_before(max(nodes + inputs[-1:], key=order.__getitem__).next)
+
+
+_DIVISIONS = {
+    aten.div.Tensor_mode: "div",
+    aten.floor_divide.default: "floor_divide",
+    aten.remainder.Tensor: "remainder",
+    aten.fmod.Tensor: "fmod",
+}
+
+
+def check_divisors(gm: fx.GraphModule) -> int:
+    """Rewrites ``gm`` in place: before each integer division or remainder
+    by a tensor, an ``_assert_async`` that no divisor is 0. Returns how many
+    divisors were checked."""
+    graph = gm.graph
+    count = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target not in _DIVISIONS:
+            continue
+        divisor = node.args[1]
+        val = divisor.meta.get("val") if isinstance(divisor, fx.Node) else None
+        if not isinstance(val, torch.Tensor) or val.dtype.is_floating_point or val.dtype is torch.bool:
+            continue
+        if val.fake_mode is None or statically_known_true(val.numel() == 0):
+            continue
+        divisor = _values_of(divisor)
+        with _early(graph, [divisor]):
+            nonzero = _add(graph, val.fake_mode, aten.ne.Scalar, divisor, 0)
+            every = _add(graph, val.fake_mode, aten.all.default, nonzero)
+            _add(
+                graph,
+                val.fake_mode,
+                aten._assert_async.msg,
+                every,
+                f"{_DIVISIONS[node.target]}: integer division by zero",
+            )
+        count += 1
+    if count:
+        graph.lint()
+        gm.recompile()
+    return count
+
+
 def check_indices(gm: fx.GraphModule) -> int:
     """Rewrites ``gm`` in place: before each gather or scatter of
     ``_CHECKED``, an ``_assert_async`` that every index lies in the dim it
     indexes (``[0, n)``, or ``[-n, n)`` where a negative index counts from
     the end). Returns how many indices were checked."""
     graph = gm.graph
-    order = {n: k for k, n in enumerate(graph.nodes)}
-    inputs = [n for n in graph.nodes if n.op == "placeholder"]
     count = 0
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target not in _CHECKED:
@@ -116,14 +169,10 @@ def check_indices(gm: fx.GraphModule) -> int:
             # The fake values of the new nodes come from the index's own
             # mode (a graph may hold values of more than one).
             mode = getattr(index.meta["val"], "fake_mode", None)
-            if mode is None or index.meta["val"].numel() == 0:
+            if mode is None or statically_known_true(index.meta["val"].numel() == 0):
                 continue
             size = x.meta["val"].shape[dim]
-            # As early as the index allows: a check splits the graph's dense
-            # piece in two, and IREE reads a view made in one piece and read
-            # in the other wrongly (see ragged-fold-view-reads).
-            after = max([index, *inputs[-1:]] + ([] if isinstance(size, int) else [x]), key=order.__getitem__)
-            with graph.inserting_before(after.next):
+            with _early(graph, [index] + ([] if isinstance(size, int) else [x])):
                 n = size if isinstance(size, int) else _add(graph, mode, aten.sym_size.int, x, dim)
                 if negative:
                     above = _add(graph, mode, aten.le.Scalar, _add(graph, mode, aten.neg.default, index), n)
