@@ -25,6 +25,8 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from .graph import call_with_val as _add
+
 __all__ = ["check_divisors", "check_indices"]
 
 aten = torch.ops.aten
@@ -94,13 +96,9 @@ def _message(name: str, size, dim: int) -> str:
     return f"{name}: an index is out of range for dim {dim} of {of}"
 
 
-def _add(graph: fx.Graph, mode, op, *args) -> fx.Node:
-    """A node calling ``op`` on ``args``, its fake value computed in ``mode``."""
-    node = graph.call_function(op, args)
-    vals = fx.node.map_arg(args, lambda a: a.meta["val"])
-    with mode:
-        node.meta["val"] = op(*vals)
-    return node
+def _assert_all(graph: fx.Graph, mode, holds: fx.Node, message: str) -> None:
+    """An ``_assert_async`` that every element of the bool tensor ``holds`` is true."""
+    _add(graph, mode, aten._assert_async.msg, _add(graph, mode, aten.all.default, holds), message)
 
 
 def _early(graph: fx.Graph, nodes: list[fx.Node]):
@@ -138,14 +136,7 @@ def check_divisors(gm: fx.GraphModule) -> int:
         divisor = _values_of(divisor)
         with _early(graph, [divisor]):
             nonzero = _add(graph, val.fake_mode, aten.ne.Scalar, divisor, 0)
-            every = _add(graph, val.fake_mode, aten.all.default, nonzero)
-            _add(
-                graph,
-                val.fake_mode,
-                aten._assert_async.msg,
-                every,
-                f"{_DIVISIONS[node.target]}: integer division by zero",
-            )
+            _assert_all(graph, val.fake_mode, nonzero, f"{_DIVISIONS[node.target]}: integer division by zero")
         count += 1
     if count:
         graph.lint()
@@ -179,10 +170,8 @@ def check_indices(gm: fx.GraphModule) -> int:
                 else:
                     above = _add(graph, mode, aten.ge.Scalar, index, 0)
                 below = _add(graph, mode, aten.lt.Scalar, index, n)
-                every = _add(
-                    graph, mode, aten.all.default, _add(graph, mode, aten.logical_and.default, below, above)
-                )
-                _add(graph, mode, aten._assert_async.msg, every, _message(name, size, dim))
+                inside = _add(graph, mode, aten.logical_and.default, below, above)
+                _assert_all(graph, mode, inside, _message(name, size, dim))
             count += 1
     if count:
         graph.lint()

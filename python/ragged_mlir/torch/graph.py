@@ -98,6 +98,16 @@ def value_of(node: Any) -> Any:
     return node
 
 
+def call_with_val(graph: fx.Graph, mode: Any, target: Callable, *args: Any, **kwargs: Any) -> fx.Node:
+    """A node calling ``target`` at ``graph``'s insertion point, its fake
+    value computed from its arguments' in the fake mode ``mode``."""
+    node = graph.call_function(target, args, kwargs)
+    vals, kwvals = fx.node.map_arg((args, kwargs), value_of)
+    with mode:
+        node.meta["val"] = target(*vals, **kwvals)
+    return node
+
+
 def is_scalar(val: Any) -> bool:
     return isinstance(val, _SCALARS)
 

@@ -17,6 +17,8 @@ import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
 
+from .graph import call_with_val
+
 __all__ = ["attn_mask", "guard_masked_rows"]
 
 aten = torch.ops.aten
@@ -61,17 +63,12 @@ def guard_masked_rows(gm: fx.GraphModule) -> int:
                 if mask.meta["val"].dtype == torch.bool:
                     allowed = mask
                 else:
-                    allowed = graph.call_function(aten.gt.Scalar, (mask, float("-inf")))
-                row = graph.call_function(aten.any.dim, (allowed, -1, True))
-                zero = graph.call_function(
-                    aten.scalar_tensor.default, (0.0,), {"dtype": out.meta["val"].dtype}
+                    allowed = call_with_val(graph, mode, aten.gt.Scalar, mask, float("-inf"))
+                row = call_with_val(graph, mode, aten.any.dim, allowed, -1, True)
+                zero = call_with_val(
+                    graph, mode, aten.scalar_tensor.default, 0.0, dtype=out.meta["val"].dtype
                 )
-                safe = graph.call_function(aten.where.self, (row, out, zero))
-            for n in (allowed, row, zero, safe):
-                if n is not mask:
-                    args, kwargs = fx.node.map_arg((n.args, n.kwargs), lambda a: a.meta["val"])
-                    with mode:
-                        n.meta["val"] = n.target(*args, **kwargs)
+                safe = call_with_val(graph, mode, aten.where.self, row, out, zero)
             for u in users:
                 u.replace_input_with(out, safe)
             count += 1

@@ -19,6 +19,8 @@ import operator
 import torch
 import torch.fx as fx
 
+from .graph import call_with_val
+
 __all__ = ["widen_uint8"]
 
 aten = torch.ops.aten
@@ -37,10 +39,7 @@ def _is_uint8(value) -> bool:
 
 
 def _convert(graph: fx.Graph, node: fx.Node, dtype: torch.dtype, mode) -> fx.Node:
-    out = graph.call_function(aten._to_copy.default, (node,), {"dtype": dtype})
-    with mode:
-        out.meta["val"] = node.meta["val"].to(dtype)
-    return out
+    return call_with_val(graph, mode, aten._to_copy.default, node, dtype=dtype)
 
 
 def _through_int64(graph: fx.Graph, node: fx.Node) -> int:
