@@ -6,10 +6,10 @@
 // materialises a strided slice that a dispatch reads as a copy of its own;
 // reading the element from the viewed tensor costs an index computation
 // instead. The views are often made in a dense piece, a private function of
-// its own, and read in its caller: such calls are inlined first. (MLIR's
-// inliner pass cannot run here: it needs the symbol uses of every op, and an
-// unregistered op with regions, such as IREE's attention or torch-mlir's
-// scan, hides them.)
+// its own, and read in its caller or in another piece: every such call is
+// inlined first. (MLIR's inliner pass cannot run here: it needs the symbol
+// uses of every op, and an unregistered op with regions, such as IREE's
+// attention or torch-mlir's scatter, hides them.)
 //
 // One fold is needed for correctness too: IREE's CPU backend reads a
 // unit-dim slice collapsed to a vector (a column) at its first element.
@@ -125,16 +125,32 @@ struct ExtractOfExtractSlice : OpRewritePattern<tensor::ExtractOp> {
   }
 };
 
+/// The dialects' inliner interfaces, which also clone the ops of
+/// unregistered dialects (torch-mlir's scatter, sort and scan; IREE's
+/// attention): no interface answers for those, and a clone in the caller
+/// computes what the callee's op did. A piece left behind a call keeps its
+/// views out of the folds' reach, and IREE misreads the column views among
+/// them.
+struct CloningInlinerInterface : InlinerInterface {
+  using InlinerInterface::InlinerInterface;
+
+  bool isLegalToInline(Operation *op, Region *dest, bool wouldBeCloned, IRMapping &mapping) const override {
+    return !op->isRegistered() || InlinerInterface::isLegalToInline(op, dest, wouldBeCloned, mapping);
+  }
+};
+
 /// Inlines every call of a private function whose ops can all be inlined,
-/// and erases the functions left without a use.
+/// and erases the functions left without a call. (Calls are the only uses;
+/// `SymbolTable::symbolKnownUseEmpty` cannot tell, since an unregistered op
+/// may hold a symbol.)
 void inlinePrivateCalls(ModuleOp module) {
   SymbolTable symbols(module);
-  InlinerInterface interface(module.getContext());
+  CloningInlinerInterface interface(module.getContext());
   // MLIR's default: the callee's blocks are cloned in after the call.
   InlinerConfig config;
   SmallVector<func::CallOp> calls;
   module.walk([&](func::CallOp call) { calls.push_back(call); });
-  SetVector<func::FuncOp> callees;
+  SetVector<func::FuncOp> inlined;
   for (func::CallOp call : calls) {
     auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
     if (!callee || !callee.isPrivate() || callee.isExternal())
@@ -142,11 +158,11 @@ void inlinePrivateCalls(ModuleOp module) {
     if (failed(inlineCall(interface, config.getCloneCallback(), call, callee, &callee.getBody())))
       continue;
     call.erase();
-    callees.insert(callee);
+    inlined.insert(callee);
   }
-  for (func::FuncOp callee : callees)
-    if (SymbolTable::symbolKnownUseEmpty(callee, module))
-      callee.erase();
+  module.walk([&](func::CallOp call) { inlined.remove(symbols.lookup<func::FuncOp>(call.getCallee())); });
+  for (func::FuncOp callee : inlined)
+    callee.erase();
 }
 
 struct FoldViewReadsPass : ragged::impl::FoldViewReadsPassBase<FoldViewReadsPass> {

@@ -123,21 +123,58 @@ func.func @across_a_call(%x: tensor<?x16xf32>, %w: tensor<16x96xf32>, %r: index,
 
 // -----
 
-// A function holding an op that cannot be inlined (unregistered) stays
-// called.
-// CHECK-LABEL: func.func private @opaque
-// CHECK:         "other.scan"
-// CHECK-LABEL: func.func @keeps_opaque_calls
-// CHECK:         call @opaque
-func.func private @opaque(%x: tensor<?xf32>) -> tensor<?xf32> {
-  %y = "other.scan"(%x) ({
-  ^bb0(%a: f32):
-    "other.yield"(%a) : (f32) -> ()
-  }) : (tensor<?xf32>) -> tensor<?xf32>
-  return %y : tensor<?xf32>
+// A piece holding an unregistered op (torch-mlir's scatter) is inlined as
+// well: the column view another piece returns then meets its read there,
+// which IREE would otherwise see as the read of a collapsed column.
+// CHECK-NOT:     func.func private @column
+// CHECK-NOT:     func.func private @scatter
+// CHECK-LABEL: func.func @column_into_a_scatter
+// CHECK-NOT:     call
+// CHECK:         linalg.generic
+// CHECK:           tensor.extract %arg0[%{{.*}}, %c2] : tensor<?x3xf32>
+// CHECK:         "tm_tensor.scatter"
+func.func private @column(%x: tensor<?x3xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %x, %c0 : tensor<?x3xf32>
+  %s = tensor.extract_slice %x[0, 2] [%n, 1] [1, 1] : tensor<?x3xf32> to tensor<?x1xf32>
+  %c = tensor.collapse_shape %s [[0, 1]] : tensor<?x1xf32> into tensor<?xf32>
+  return %c : tensor<?xf32>
 }
-func.func @keeps_opaque_calls(%x: tensor<?xf32>, %i: index) -> f32 {
-  %y = call @opaque(%x) : (tensor<?xf32>) -> tensor<?xf32>
+func.func private @scatter(%v: tensor<?xf32>, %i: tensor<?x1xi64>, %into: tensor<10xf32>) -> tensor<10xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %i, %c0 : tensor<?x1xi64>
+  %init = tensor.empty(%n) : tensor<?xf32>
+  %u = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      outs(%init : tensor<?xf32>) {
+  ^bb0(%out: f32):
+    %r = linalg.index 0 : index
+    %e = tensor.extract %v[%r] : tensor<?xf32>
+    linalg.yield %e : f32
+  } -> tensor<?xf32>
+  %y = "tm_tensor.scatter"(%u, %i, %into) ({
+  ^bb0(%a: f32, %b: f32):
+    %sum = arith.addf %a, %b : f32
+    "tm_tensor.yield"(%sum) : (f32) -> ()
+  }) : (tensor<?xf32>, tensor<?x1xi64>, tensor<10xf32>) -> tensor<10xf32>
+  return %y : tensor<10xf32>
+}
+func.func @column_into_a_scatter(%x: tensor<?x3xf32>, %i: tensor<?x1xi64>, %into: tensor<10xf32>) -> tensor<10xf32> {
+  %c = call @column(%x) : (tensor<?x3xf32>) -> tensor<?xf32>
+  %y = call @scatter(%c, %i, %into) : (tensor<?xf32>, tensor<?x1xi64>, tensor<10xf32>) -> tensor<10xf32>
+  return %y : tensor<10xf32>
+}
+
+// -----
+
+// Only private functions with a body are inlined.
+// CHECK-LABEL: func.func @public
+// CHECK-LABEL: func.func @keeps_public_calls
+// CHECK:         call @public
+func.func @public(%x: tensor<?xf32>) -> tensor<?xf32> {
+  return %x : tensor<?xf32>
+}
+func.func @keeps_public_calls(%x: tensor<?xf32>, %i: index) -> f32 {
+  %y = call @public(%x) : (tensor<?xf32>) -> tensor<?xf32>
   %e = tensor.extract %y[%i] : tensor<?xf32>
   return %e : f32
 }

@@ -449,6 +449,16 @@ def test_index_add_checks_its_indices():
             run(x, bad, src)
 
 
+def _scatter_a_column_read_before_the_check(x, i):
+    c = x[:4, 0]
+    return torch.zeros(10, dtype=x.dtype).scatter_add(0, i + (c.sum() * 0).long(), c)
+
+
+def _gather_a_column_read_before_the_check(x, i):
+    c = x[:, 2]
+    return torch.gather(c, 0, i + (c.sum() * 0).long())
+
+
 @pytest.mark.parametrize(
     "f",
     [
@@ -457,14 +467,18 @@ def test_index_add_checks_its_indices():
         lambda x, i: torch.gather(x[:, 2], 0, i),
         lambda x, i: x[:, 1][i] * 2,
         lambda x, i: torch.index_select(x[1:, :1], 0, i),
+        _scatter_a_column_read_before_the_check,
+        _gather_a_column_read_before_the_check,
     ],
-    ids=["scatter_add", "scatter", "gather", "index", "index_select"],
+    ids=["scatter_add", "scatter", "gather", "index", "index_select", "scatter_add_late", "gather_late"],
 )
 def test_element_reads_of_a_column(f):
     """Ops that read single elements (torch-mlir's gathers and scatters) of
     a column of a matrix: IREE's CPU backend read every element of such a
     view at its first, so scatter_add(0, i, x[:4, 0]) scattered x[0, 0]
-    four times."""
+    four times. In the `_late` cases the column is made before the index
+    check, and read after it, in another dense piece (the scatter's came
+    back all zeros)."""
     torch._dynamo.reset()
     x = torch.arange(30, dtype=torch.float32).view(10, 3)
     i = torch.tensor([1, 8, 4, 0])
