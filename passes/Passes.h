@@ -77,6 +77,11 @@ void populateFoldViewReadsPatterns(RewritePatternSet &patterns);
 /// (`ragged-fill-splats`).
 void populateFillSplatsPatterns(RewritePatternSet &patterns);
 
+/// A generic computed from constants alone whose result is updated in place
+/// reads a `false` behind a `util.optimization_barrier`
+/// (`ragged-guard-in-place-updates`).
+void populateGuardInPlaceUpdatesPatterns(RewritePatternSet &patterns);
+
 /// Integer divisions and remainders by a value that may be 0 divide by
 /// `select(divisor == 0, 1, divisor)` (`ragged-guard-integer-division`).
 void populateGuardIntegerDivisionPatterns(RewritePatternSet &patterns);

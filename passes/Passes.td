@@ -272,6 +272,53 @@ def FillSplatsPass : Pass<"ragged-fill-splats"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def GuardInPlaceUpdatesPass : Pass<"ragged-guard-in-place-updates"> {
+  let summary = "Gives computed tensors that are updated in place an operand";
+  let description = [{
+    A tensor computed from constants alone (an `arange`, a one-hot of
+    iotas: linalg ops over empties, fills and constants) becomes an IREE
+    dispatch without operands. IREE 3.13 answers a second in-place update of
+    such a value by cloning the dispatch for the updating consumer, and CSE
+    merges the clones again, so two scatters into one `arange` wrote into
+    one buffer; with a static shape, IREE hoists the value into a constant
+    global, which a barrier on the value let the updates write into. A
+    generic whose result is the destination of an in-place update (an
+    insert, the init a linalg body reads, the output of an op this context
+    does not know) and is computed from constants alone reads a rank-0
+    `false` behind a `util.optimization_barrier` and selects each yield on
+    it. Its dispatch then has an operand, and IREE copies the result for
+    each update. Fills are left alone: IREE copies a splat for each update.
+
+    Before:
+    ```mlir
+    %a = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>],
+                         iterator_types = ["parallel"]} outs(%e : tensor<6xf32>) {
+    ^bb0(%out: f32):
+      ...
+      linalg.yield %v : f32
+    } -> tensor<6xf32>
+    %s = tensor.insert_slice %u into %a[0] [2] [1] : tensor<2xf32> into tensor<6xf32>
+    ```
+    After:
+    ```mlir
+    %f = linalg.fill ins(%false : i1) outs(%e0 : tensor<i1>) -> tensor<i1>
+    %h = "util.optimization_barrier"(%f) : (tensor<i1>) -> tensor<i1>
+    %a = linalg.generic {indexing_maps = [affine_map<(d0) -> ()>, affine_map<(d0) -> (d0)>],
+                         iterator_types = ["parallel"]}
+        ins(%h : tensor<i1>) outs(%e : tensor<6xf32>) {
+    ^bb0(%k: i1, %out: f32):
+      ...
+      %r = arith.select %k, %zero, %v : f32
+      linalg.yield %r : f32
+    } -> tensor<6xf32>
+    %s = tensor.insert_slice %u into %a[0] [2] [1] : tensor<2xf32> into tensor<6xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def GuardIntegerDivisionPass : Pass<"ragged-guard-integer-division"> {
   let summary = "Keeps padded vector lanes from dividing integers by zero";
   let description = [{

@@ -57,6 +57,7 @@ void mlir::ragged::registerRaggedPipelines() {
         // After canonicalization, which makes the sizes of an all-empty batch static.
         pm.addPass(createFoldEmptyTensorsPass());
         pm.addPass(createFillSplatsPass());
+        pm.addPass(createGuardInPlaceUpdatesPass());
         pm.addPass(createGuardIntegerDivisionPass());
         // After canonicalization, which makes M and N static.
         SplitDynamicContractionsPassOptions split;

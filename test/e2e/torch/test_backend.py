@@ -551,6 +551,35 @@ def test_gathers_and_scatters_check_their_indices(f, wraps):
     assert rb.stats["fallbacks"] == fallbacks
 
 
+def _arange(x):
+    return torch.arange(x.size(0), dtype=x.dtype)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x, i: _arange(x).scatter(0, i, x[:2]) + _arange(x).scatter(0, i + 1, x[2:4]),
+        lambda x, i: (lambda a: a.scatter(0, i, x[:2]) - a.scatter_add(0, i + 1, x[2:4]))(_arange(x) * 2),
+        lambda x, i: _arange(x).index_fill(0, i, 7.0) + _arange(x).index_fill(0, i + 1, 9.0),
+        lambda x, i: (lambda a: torch.cat([a[:2], x[:1], a[3:]]) * a.scatter(0, i, x[:2]))(_arange(x) ** 2),
+        lambda x, i: torch.arange(6.0).scatter(0, i, x[:2]) + torch.arange(6.0).scatter(0, i + 1, x[2:4]),
+    ],
+    ids=["two_scatters", "scatter_and_scatter_add", "two_index_fills", "read_and_scattered", "static_size"],
+)
+def test_in_place_updates_of_one_computed_tensor(f):
+    """Several updates of one tensor computed from constants alone (an
+    ``arange``): IREE wrote them all into one buffer, so each result held
+    every update (``ragged-guard-in-place-updates``)."""
+    torch._dynamo.reset()
+    run = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)
+    fallbacks = rb.stats["fallbacks"]
+    for n in (6, 9):
+        x = torch.randn(n, generator=torch.Generator().manual_seed(n))
+        i = torch.tensor([1, 4])
+        np.testing.assert_allclose(run(x, i).numpy(), f(x, i).numpy(), rtol=1e-6)
+    assert rb.stats["fallbacks"] == fallbacks
+
+
 @pytest.mark.parametrize(
     "loss",
     [

@@ -1,0 +1,154 @@
+//===- GuardInPlaceUpdates.cpp - fresh buffers for updated computed tensors ===//
+//
+// A tensor computed from nothing (an `arange`, or a one-hot built from
+// iotas: linalg ops whose operands are constants, fills and empties all the
+// way down) becomes an IREE dispatch without operands. IREE 3.13 answers a
+// second in-place update of such a value (an insert, a scatter) by cloning
+// the dispatch for the consumer, and CSE then merges the clones again: both
+// updates were written into one buffer, so `a.scatter(0, i, u) +
+// a.scatter(0, j, v)` for `a = arange(n)` added the two scatters twice.
+// With a static shape, IREE hoists the value into a constant global
+// instead, and a barrier on its result let the updates write into the
+// global, so the next call read them. The generic whose result is updated
+// therefore reads an operand IREE cannot look through: a rank-0 `false`
+// behind a `util.optimization_barrier`, on which it selects its yields.
+// The dispatch then has an operand, and IREE copies its result for each
+// update.
+//
+// Splats are left to `ragged-fill-splats`: IREE copies a fill for each
+// in-place consumer itself.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+
+namespace mlir::ragged {
+#define GEN_PASS_DEF_GUARDINPLACEUPDATESPASS
+#include "passes/Passes.h.inc"
+} // namespace mlir::ragged
+
+using namespace mlir;
+
+namespace {
+
+constexpr StringLiteral kBarrier = "util.optimization_barrier";
+
+bool isView(Operation *op) { return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp>(op); }
+
+/// Whether `value` is computed from constants alone: by linalg ops (and
+/// views) over empties, fills and constants, with no tensor read from
+/// elsewhere (an argument, or the result of any other op) in their operands
+/// or bodies. IREE fuses such a tree into one dispatch without operands.
+/// `seen` holds the values already found so.
+bool computedFromNothing(Value value, DenseSet<Value> &seen) {
+  if (seen.contains(value))
+    return true;
+  Operation *op = value.getDefiningOp();
+  if (!op)
+    return false;
+  if (isView(op))
+    return computedFromNothing(op->getOperand(0), seen) && seen.insert(value).second;
+  if (!isa<tensor::EmptyOp, arith::ConstantOp, linalg::FillOp>(op)) {
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+    if (!linalgOp || !linalgOp.hasPureTensorSemantics())
+      return false;
+    SetVector<Value> captured;
+    getUsedValuesDefinedAbove(op->getRegions(), captured);
+    for (Value v : llvm::concat<Value>(op->getOperands(), captured.getArrayRef()))
+      if (isa<TensorType>(v.getType()) && !computedFromNothing(v, seen))
+        return false;
+  }
+  seen.insert(value);
+  return true;
+}
+
+/// Whether `use` (or a use of a view of it) is the destination of an
+/// in-place update: an insert's, the read init of a linalg op, or an
+/// output of an op this context does not know (torch-mlir's `tm_tensor`
+/// ops put their outputs in the last operand segment; without segments
+/// every operand may be one).
+bool updatedInPlace(OpOperand &use) {
+  Operation *user = use.getOwner();
+  if (isView(user))
+    return llvm::any_of(user->getResult(0).getUses(), updatedInPlace);
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(user))
+    return &use == &insert.getDestMutable();
+  if (auto insert = dyn_cast<tensor::InsertOp>(user))
+    return &use == &insert.getDestMutable();
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user))
+    return linalgOp.isDpsInit(&use) && linalgOp.payloadUsesValueFromOperand(&use);
+  if (user->isRegistered())
+    return false;
+  auto segments = user->getAttrOfType<DenseI32ArrayAttr>("operandSegmentSizes");
+  return !segments || segments.empty() ||
+         use.getOperandNumber() >= user->getNumOperands() - segments.asArrayRef().back();
+}
+
+struct ReadABarrier : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op, PatternRewriter &rewriter) const override {
+    if (!op.hasPureTensorSemantics() || llvm::none_of(op->getUses(), updatedInPlace))
+      return rewriter.notifyMatchFailure(op, "not updated in place");
+    DenseSet<Value> seen;
+    if (!llvm::all_of(op->getResults(), [&](Value result) { return computedFromNothing(result, seen); }))
+      return rewriter.notifyMatchFailure(op, "reads a tensor computed elsewhere");
+    Block *body = op.getBody();
+    auto yielded = body->getTerminator()->getOperands();
+    if (llvm::any_of(yielded, [&](Value v) { return !rewriter.getZeroAttr(v.getType()); }))
+      return rewriter.notifyMatchFailure(op, "yields a type without a zero");
+
+    Location loc = op.getLoc();
+    Value no = arith::ConstantOp::create(rewriter, loc, rewriter.getBoolAttr(false));
+    Value flag = tensor::EmptyOp::create(rewriter, loc, ArrayRef<int64_t>{}, rewriter.getI1Type());
+    flag = linalg::FillOp::create(rewriter, loc, no, flag).getResult(0);
+    OperationState state(loc, kBarrier);
+    state.addOperands(flag);
+    state.addTypes(flag.getType());
+    Value hidden = rewriter.create(state)->getResult(0);
+
+    SmallVector<Value> inputs(op.getDpsInputs());
+    inputs.push_back(hidden);
+    SmallVector<AffineMap> maps(op.getIndexingMapsArray());
+    maps.insert(maps.begin() + op.getNumDpsInputs(), AffineMap::get(op.getNumLoops(), 0, rewriter.getContext()));
+    auto guarded = linalg::GenericOp::create(
+        rewriter, loc, op.getResultTypes(), inputs, op.getDpsInits(), maps, op.getIteratorTypesArray(),
+        [&](OpBuilder &b, Location at, ValueRange args) {
+          IRMapping mapping;
+          unsigned numInputs = op.getNumDpsInputs();
+          for (auto [i, arg] : llvm::enumerate(body->getArguments()))
+            mapping.map(arg, args[i < numInputs ? i : i + 1]);
+          for (Operation &bodyOp : body->without_terminator())
+            b.clone(bodyOp, mapping);
+          SmallVector<Value> results;
+          for (Value v : yielded) {
+            Value zero = arith::ConstantOp::create(b, at, cast<TypedAttr>(b.getZeroAttr(v.getType())));
+            results.push_back(arith::SelectOp::create(b, at, args[numInputs], zero, mapping.lookupOrDefault(v)));
+          }
+          linalg::YieldOp::create(b, at, results);
+        });
+    rewriter.replaceOp(op, guarded->getResults());
+    return success();
+  }
+};
+
+struct GuardInPlaceUpdatesPass : ragged::impl::GuardInPlaceUpdatesPassBase<GuardInPlaceUpdatesPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    ragged::populateGuardInPlaceUpdatesPatterns(patterns);
+    walkAndApplyPatterns(getOperation(), std::move(patterns));
+  }
+};
+
+} // namespace
+
+void mlir::ragged::populateGuardInPlaceUpdatesPatterns(RewritePatternSet &patterns) {
+  patterns.add<ReadABarrier>(patterns.getContext());
+}
