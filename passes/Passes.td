@@ -273,7 +273,7 @@ def FillSplatsPass : Pass<"ragged-fill-splats"> {
 }
 
 def GuardInPlaceUpdatesPass : Pass<"ragged-guard-in-place-updates"> {
-  let summary = "Gives computed tensors that are updated in place an operand";
+  let summary = "Keeps in-place updates from sharing or reading their buffer";
   let description = [{
     A tensor computed from constants alone (an `arange`, a one-hot of
     iotas: linalg ops over empties, fills and constants) becomes an IREE
@@ -288,6 +288,12 @@ def GuardInPlaceUpdatesPass : Pass<"ragged-guard-in-place-updates"> {
     `false` behind a `util.optimization_barrier` and selects each yield on
     it. Its dispatch then has an operand, and IREE copies the result for
     each update. Fills are left alone: IREE copies a splat for each update.
+
+    An input of an in-place update that is a view (slice, reshape, cast) of
+    the tensor it updates, as in `x.index_add(0, i, x[:2])`, is read
+    through a `util.optimization_barrier` too, its dynamic sizes given by a
+    `flow.tensor.tie_shape`: IREE fused the view into the update's dispatch,
+    which then read rows it had already written.
 
     Before:
     ```mlir

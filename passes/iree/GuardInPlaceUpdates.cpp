@@ -15,6 +15,12 @@
 // The dispatch then has an operand, and IREE copies its result for each
 // update.
 //
+// An input of an in-place update that views the tensor it updates
+// (`x.index_add(0, i, x[:2])`) is read through a barrier as well: IREE
+// fused the view into the update's dispatch, which read rows it had
+// already written. (`flow.tensor.tie_shape` gives IREE the dynamic sizes
+// of such a barrier's result.)
+//
 // Splats are left to `ragged-fill-splats`: IREE copies a fill for each
 // in-place consumer itself.
 //
@@ -39,6 +45,7 @@ using namespace mlir;
 namespace {
 
 constexpr StringLiteral kBarrier = "util.optimization_barrier";
+constexpr StringLiteral kTieShape = "flow.tensor.tie_shape";
 
 bool isView(Operation *op) { return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp>(op); }
 
@@ -139,6 +146,76 @@ struct ReadABarrier : OpRewritePattern<linalg::GenericOp> {
   }
 };
 
+/// The value `value` is a view of: through slices, reshapes and casts.
+Value viewedRoot(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isView(op) && !isa<tensor::ExtractSliceOp>(op))
+      break;
+    value = op->getOperand(0);
+  }
+  return value;
+}
+
+/// The operands an op this context does not know updates in place (its
+/// last segment; every operand without segments), or an insert's
+/// destination.
+SmallVector<OpOperand *> updatedOperands(Operation *op) {
+  SmallVector<OpOperand *> updated;
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(op))
+    updated.push_back(&insert.getDestMutable());
+  else if (!op->isRegistered())
+    for (OpOperand &use : op->getOpOperands())
+      if (updatedInPlace(use))
+        updated.push_back(&use);
+  return updated;
+}
+
+/// An input of an in-place update that views the tensor it updates
+/// (`x.index_add(0, i, x[:2])`) is read through a barrier. IREE fused the
+/// view into the update's dispatch, which then read rows it had already
+/// written.
+struct HideViewsOfTheDestination : RewritePattern {
+  HideViewsOfTheDestination(MLIRContext *context) : RewritePattern(MatchAnyOpTypeTag(), 1, context) {}
+
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
+    SmallVector<OpOperand *> updated = updatedOperands(op);
+    if (updated.empty())
+      return rewriter.notifyMatchFailure(op, "updates nothing in place");
+    SmallPtrSet<Value, 2> roots;
+    for (OpOperand *use : updated)
+      roots.insert(viewedRoot(use->get()));
+    bool changed = false;
+    for (OpOperand &use : op->getOpOperands()) {
+      Value input = use.get();
+      if (llvm::is_contained(updated, &use) || !isa<TensorType>(input.getType()) ||
+          input.getDefiningOp() == nullptr || !roots.contains(viewedRoot(input)) ||
+          llvm::is_contained({kBarrier, kTieShape}, input.getDefiningOp()->getName().getStringRef()))
+        continue;
+      rewriter.setInsertionPoint(op);
+      Location loc = op->getLoc();
+      OperationState state(loc, kBarrier);
+      state.addOperands(input);
+      state.addTypes(input.getType());
+      Value hidden = rewriter.create(state)->getResult(0);
+      // IREE cannot resolve a barrier's dynamic sizes: they are tied to
+      // the input's.
+      auto type = cast<RankedTensorType>(input.getType());
+      if (!type.hasStaticShape()) {
+        OperationState tie(loc, kTieShape);
+        tie.addOperands(hidden);
+        for (int64_t d = 0; d < type.getRank(); ++d)
+          if (type.isDynamicDim(d))
+            tie.addOperands(tensor::DimOp::create(rewriter, loc, input, d).getResult());
+        tie.addTypes(type);
+        hidden = rewriter.create(tie)->getResult(0);
+      }
+      rewriter.modifyOpInPlace(op, [&] { use.set(hidden); });
+      changed = true;
+    }
+    return success(changed);
+  }
+};
+
 struct GuardInPlaceUpdatesPass : ragged::impl::GuardInPlaceUpdatesPassBase<GuardInPlaceUpdatesPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -150,5 +227,5 @@ struct GuardInPlaceUpdatesPass : ragged::impl::GuardInPlaceUpdatesPassBase<Guard
 } // namespace
 
 void mlir::ragged::populateGuardInPlaceUpdatesPatterns(RewritePatternSet &patterns) {
-  patterns.add<ReadABarrier>(patterns.getContext());
+  patterns.add<ReadABarrier, HideViewsOfTheDestination>(patterns.getContext());
 }

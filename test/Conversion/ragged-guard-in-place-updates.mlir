@@ -113,3 +113,43 @@ func.func @left_alone(%x: tensor<6xf32>, %u: tensor<6xf32>, %i: tensor<6x1xi64>)
   } -> tensor<6xf32>
   return %a, %b, %c, %s : tensor<6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>
 }
+
+// -----
+
+// A scatter whose updates view the tensor it updates (`x.index_add(0, i,
+// x[:2])`) reads them through a barrier: IREE fused the slice into the
+// scatter's dispatch, which read rows it had already written. Indices from
+// elsewhere are left alone.
+// CHECK-LABEL: func.func @updates_view_the_destination
+// CHECK:         %[[S:.*]] = tensor.extract_slice %arg0[0] [2] [1]
+// CHECK:         %[[E:.*]] = tensor.expand_shape %[[S]]
+// CHECK:         %[[H:.*]] = "util.optimization_barrier"(%[[E]]) : (tensor<2x1xf32>) -> tensor<2x1xf32>
+// CHECK-NOT:     util.optimization_barrier
+// CHECK:         "tm_tensor.scatter"(%[[H]], %arg1, %arg0)
+func.func @updates_view_the_destination(%x: tensor<?xf32>, %i: tensor<2x1xi64>) -> tensor<?xf32> {
+  %s = tensor.extract_slice %x[0] [2] [1] : tensor<?xf32> to tensor<2xf32>
+  %u = tensor.expand_shape %s [[0, 1]] output_shape [2, 1] : tensor<2xf32> into tensor<2x1xf32>
+  %y = "tm_tensor.scatter"(%u, %i, %x) <{operandSegmentSizes = array<i32: 2, 1>}> ({
+  ^bb0(%a: f32, %b: f32):
+    %sum = arith.addf %a, %b : f32
+    "tm_tensor.yield"(%sum) : (f32) -> ()
+  }) : (tensor<2x1xf32>, tensor<2x1xi64>, tensor<?xf32>) -> tensor<?xf32>
+  return %y : tensor<?xf32>
+}
+
+// -----
+
+// The barrier's dynamic sizes are tied to its input's.
+// CHECK-LABEL: func.func @dynamic_updates
+// CHECK:         %[[S:.*]] = tensor.extract_slice %arg0[0, 0] [2, %{{.*}}] [1, 1]
+// CHECK:         %[[H:.*]] = "util.optimization_barrier"(%[[S]]) : (tensor<2x?xf32>) -> tensor<2x?xf32>
+// CHECK:         %[[N:.*]] = tensor.dim %[[S]], %c1
+// CHECK:         %[[T:.*]] = "flow.tensor.tie_shape"(%[[H]], %[[N]]) : (tensor<2x?xf32>, index) -> tensor<2x?xf32>
+// CHECK:         tensor.insert_slice %[[T]] into %arg0[1, 0]
+func.func @dynamic_updates(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %c1 = arith.constant 1 : index
+  %n = tensor.dim %x, %c1 : tensor<?x?xf32>
+  %s = tensor.extract_slice %x[0, 0] [2, %n] [1, 1] : tensor<?x?xf32> to tensor<2x?xf32>
+  %y = tensor.insert_slice %s into %x[1, 0] [2, %n] [1, 1] : tensor<2x?xf32> into tensor<?x?xf32>
+  return %y : tensor<?x?xf32>
+}

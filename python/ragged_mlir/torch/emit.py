@@ -521,6 +521,14 @@ def _index_add(em: Emitter, node: fx.Node) -> ir.Value:
     return _scatter_rows(em, node, em[x], src, em[index], accumulate=True)
 
 
+def _with_rows(value: ir.Value, rows: int) -> ir.Value:
+    """``value`` typed with ``rows`` as its first dim (a ``tensor.cast``)."""
+    vt = ir.RankedTensorType(value.type)
+    if not vt.is_dynamic_dim(0):
+        return value
+    return tensor.CastOp(ir.RankedTensorType.get([rows, *vt.shape[1:]], vt.element_type), value).result
+
+
 def _scatter_rows(
     em: Emitter, node: fx.Node, base: ir.Value, src: ir.Value, idx: ir.Value, accumulate: bool
 ) -> ir.Value:
@@ -540,6 +548,18 @@ def _scatter_rows(
 
     if st.shape[0] == 0:
         return _unchanged_input(em, node)  # IREE cannot compile a scatter of no rows
+    if st.is_dynamic_dim(0) != it.is_dynamic_dim(0):
+        # The scatter's verifiers take a static row count against a dynamic
+        # one for a mismatch (`x[i] = v[:2]`), and IREE folds a cast to
+        # dynamic away: the dynamic one takes the static count, checked.
+        rows = st.shape[0] if it.is_dynamic_dim(0) else it.shape[0]
+        c0 = arith.constant(c, 0)
+        _fail_unless(
+            arith.cmpi(arith.CmpIPredicate.eq, tensor.dim(src, c0), tensor.dim(idx, c0)),
+            f"{node.target._opname}: the values and the indices have different row counts",
+        )
+        src, idx = (_with_rows(v, rows) for v in (src, idx))
+        st, it = ir.RankedTensorType(src.type), ir.RankedTensorType(idx.type)
     element = ir.RankedTensorType(base.type).element_type
     scatter = ir.Operation.create(
         "tm_tensor.scatter",

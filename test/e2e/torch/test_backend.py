@@ -434,6 +434,40 @@ def test_scatters_of_a_constant_fill(f):
     assert rb.stats["fallbacks"] == fallbacks
 
 
+def _put_a_slice_of_itself(x, i):
+    y = x.clone()
+    y[i] = x[:2]
+    return y
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        _put_a_slice_of_itself,
+        lambda x, i: x.index_add(0, i, x[:2]),
+        lambda x, i: torch.zeros(6, 3).index_put((i,), x[:2] * 2),
+        lambda x, i: x.index_put((i,), x[1:3].flip(0), accumulate=True),
+    ],
+    ids=["put_own_rows", "index_add_own_rows", "static_into", "accumulate_own_rows"],
+)
+def test_scatters_of_rows_with_a_static_count(f):
+    """``y[i] = x[:2]`` with the index's length traced as a symbol: the rows
+    put have a static count, which the scatter's verifier took for a
+    mismatch (the graph ran eagerly). Where the rows are a view of the
+    tensor updated, IREE read some after the scatter had written them."""
+    torch._dynamo.reset()
+    run = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)
+    fallbacks = rb.stats["fallbacks"]
+    for n in (6, 9):
+        x = torch.randn(n, 3, generator=torch.Generator().manual_seed(n))
+        before = x.clone()
+        np.testing.assert_array_equal(
+            run(x, torch.tensor([1, 4])).numpy(), f(x, torch.tensor([1, 4])).numpy()
+        )
+        assert torch.equal(x, before)
+    assert rb.stats["fallbacks"] == fallbacks
+
+
 def test_index_add_checks_its_indices():
     """index_add takes no negative or out-of-range index (eager raises);
     compiled, such an index fails the call instead of writing out of
