@@ -468,6 +468,35 @@ def test_scatters_of_rows_with_a_static_count(f):
     assert rb.stats["fallbacks"] == fallbacks
 
 
+def _shift_right(x):
+    y = x.clone()
+    y[2:4] = x[1:3]
+    return y
+
+
+def _shift_left(x):
+    y = x.clone()
+    y[:, 1:3] = x[:, 2:4] * 1
+    y[1:3] = y[2:4].clone()
+    return y
+
+
+@pytest.mark.parametrize("f", [_shift_right, _shift_left], ids=["rows_right", "rows_and_columns_left"])
+def test_slice_assigned_from_an_overlapping_slice(f):
+    """``y[2:4] = x[1:3]`` on a clone of ``x``: the insert's source is a
+    view of its destination, and IREE copied between overlapping ranges of
+    one buffer, which its runtime refused (the graph ran eagerly)."""
+    torch._dynamo.reset()
+    run = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)
+    fallbacks = rb.stats["fallbacks"]
+    for n in (6, 9):
+        x = torch.randn(n, 5, generator=torch.Generator().manual_seed(n))
+        before = x.clone()
+        np.testing.assert_array_equal(run(x).numpy(), f(x).numpy())
+        assert torch.equal(x, before)
+    assert rb.stats["fallbacks"] == fallbacks
+
+
 def test_index_add_checks_its_indices():
     """index_add takes no negative or out-of-range index (eager raises);
     compiled, such an index fails the call instead of writing out of
