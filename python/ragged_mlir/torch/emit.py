@@ -872,6 +872,83 @@ def _repeat_interleave(repeats: torch.Tensor, *, output_size=None) -> torch.Tens
     return marks.cumsum(0)[:output_size]
 
 
+def _flash_layout(t: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+    # ATen's CPU flash kernel lays its output out as the query, and its
+    # log-sum-exp and gradients ([N, H, L, ...]) as [N, L, H, ...]; the
+    # traced graph's views after it rely on that.
+    from torch._prims_common import compute_elementwise_output_logical_to_physical_perm
+
+    if like is None:
+        order = [0, 2, 1, *range(3, t.dim())]
+    else:
+        order, _ = compute_elementwise_output_logical_to_physical_perm(like)
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return t.permute(order).contiguous().permute(inverse)
+
+
+def _flash_scores(query, key, attn_mask, is_causal, scale):
+    """Scaled scores ``[N, H, L, S]`` of ATen's CPU flash attention (f32
+    at least), with its causal and additive masks; key heads repeated for
+    grouped queries."""
+    acc = torch.promote_types(query.dtype, torch.float32)
+    if key.size(-3) != query.size(-3):
+        key = key.repeat_interleave(query.size(-3) // key.size(-3), dim=-3)
+    if scale is None:
+        scale = query.size(-1) ** -0.5
+    s = torch.matmul(query.to(acc), key.to(acc).transpose(-2, -1)) * scale
+    if is_causal:
+        keep = torch.ones(s.size(-2), s.size(-1), dtype=torch.bool, device=s.device).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        s = s + attn_mask.to(acc)
+    return s
+
+
+def _flash_attention(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    # ATen's CPU flash attention (what SDPA traces to without dropout),
+    # which torch-mlir cannot lower: softmax from the log-sum-exp the
+    # kernel also returns (0 for a row with every key masked, whose output
+    # is 0, as the kernel's).
+    if dropout_p != 0.0:
+        return NotImplemented
+    s = _flash_scores(query, key, attn_mask, is_causal, scale)
+    lse = torch.logsumexp(s, -1)
+    lse = torch.where(lse == float("-inf"), torch.zeros_like(lse), lse)
+    if value.size(-3) != query.size(-3):
+        value = value.repeat_interleave(query.size(-3) // value.size(-3), dim=-3)
+    out = torch.matmul(torch.exp(s - lse.unsqueeze(-1)), value.to(s.dtype))
+    return _flash_layout(out.to(query.dtype), like=query), _flash_layout(lse)
+
+
+def _flash_attention_backward(
+    grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask=None, scale=None
+):
+    # Its gradient from the forward's log-sum-exp: P = exp(S - lse),
+    # dV = P^T dO, dS = P (dO V^T - rowsum(P dO V^T)), dQ = dS K, dK = dS^T Q
+    # (both scaled); grouped key and value heads add up their queries'.
+    if dropout_p != 0.0:
+        return NotImplemented
+    if scale is None:
+        scale = query.size(-1) ** -0.5
+    heads, kv_heads = query.size(-3), key.size(-3)
+    group = heads // kv_heads
+    s = _flash_scores(query, key, attn_mask, is_causal, scale)
+    acc = s.dtype
+    k, v = key.to(acc), value.to(acc)
+    if group != 1:
+        k, v = (t.repeat_interleave(group, dim=-3) for t in (k, v))
+    p = torch.exp(s - logsumexp.to(acc).unsqueeze(-1))
+    d_out = grad_out.to(acc)
+    dv = torch.matmul(p.transpose(-2, -1), d_out)
+    dp = torch.matmul(d_out, v.transpose(-2, -1))
+    ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+    dq = torch.matmul(ds, k) * scale
+    dk = torch.matmul(ds.transpose(-2, -1), query.to(acc)) * scale
+    if group != 1:
+        dk, dv = (t.unflatten(-3, (kv_heads, group)).sum(-3) for t in (dk, dv))
+    return tuple(_flash_layout(g.to(t.dtype)) for g, t in ((dq, query), (dk, key), (dv, value)))
+
+
 def _decompositions() -> dict:
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
@@ -881,6 +958,10 @@ def _decompositions() -> dict:
     del table[torch.ops.aten.native_layer_norm.default]
     table[torch.ops.aten.split_with_sizes.default] = _split_with_sizes
     table[torch.ops.aten.repeat_interleave.Tensor] = _repeat_interleave
+    table[torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default] = _flash_attention
+    table[torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default] = (
+        _flash_attention_backward
+    )
     return table
 
 
