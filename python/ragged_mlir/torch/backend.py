@@ -43,6 +43,7 @@ from .emit import (
     describe_steps,
     emits,
     empty_result,
+    imports_wrong,
 )
 from .graph import Unsupported, plan_graph
 from .masked_rows import guard_masked_rows
@@ -198,6 +199,8 @@ def compile_fx_graph(
     widen_uint8(gm)
     if gm.graph.eliminate_dead_code():
         gm.recompile()
+    if imports_wrong(gm):
+        gm = decompose(gm)
     try:
         plan, text, imported = _build(gm)
     except ImportFailed as first:

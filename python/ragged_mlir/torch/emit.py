@@ -949,6 +949,79 @@ def _flash_attention_backward(
     return tuple(_flash_layout(g.to(t.dtype)) for g, t in ((dq, query), (dk, key), (dv, value)))
 
 
+def _roll(a, shifts, dims=()):
+    # Without dims, torch.roll shifts the flattened tensor.
+    if len(dims) != 0 or len(shifts) != 1:
+        return NotImplemented
+    return torch.roll(a.flatten(), shifts, 0).view(a.shape)
+
+
+def _masked_scatter(a, mask, source):
+    # The k-th True of the mask (in row-major order) takes source's k-th element.
+    mask = mask.expand_as(a)
+    flat = mask.flatten()
+    picked = (flat.cumsum(0) - 1).clamp(min=0)
+    values = source.flatten()[picked].view(a.shape)
+    return torch.where(mask, values, a)
+
+
+def _diagonal_scatter(a, src, offset=0, dim1=0, dim2=1):
+    # src's k-th element onto the k-th element of the diagonal: (i, j) on
+    # it reads src[min(i, j)].
+    moved = a.movedim((dim1, dim2), (-2, -1))
+    rows = torch.arange(moved.size(-2), device=a.device)[:, None]
+    cols = torch.arange(moved.size(-1), device=a.device)[None, :]
+    on = cols - rows == offset
+    picked = torch.minimum(rows, cols).clamp(max=max(src.size(-1) - 1, 0))
+    out = torch.where(on, src[..., picked], moved)
+    return out.movedim((-2, -1), (dim1, dim2))
+
+
+def _sort_stable(a, *, stable=None, dim=-1, descending=False):
+    # IREE's sort keeps equal keys in their order (its comparisons are
+    # strict), so the stable sort is the plain one.
+    return torch.ops.aten.sort.default(a, dim, descending)
+
+
+_SCATTER_IDENTITY = {"sum": 0, "mean": 0, "prod": 1, "amax": float("-inf"), "amin": float("inf")}
+
+
+def _scatter_reduce(a, dim, index, src, reduce, *, include_self=True):
+    # Without self, the scattered positions start from the reduction's
+    # identity (which IREE cannot compile as torch-mlir lowers it); a mean
+    # divides by the count of its own values, and positions no value
+    # reaches keep self.
+    if include_self:
+        return NotImplemented
+    identity = _SCATTER_IDENTITY[reduce]
+    if not a.dtype.is_floating_point and reduce in ("amax", "amin"):
+        info = torch.iinfo(a.dtype)
+        identity = info.min if reduce == "amax" else info.max
+    base = a.scatter(dim, index, identity)
+    if reduce != "mean":
+        return base.scatter_reduce(dim, index, src, reduce, include_self=True)
+    total = base.scatter_reduce(dim, index, src, "sum", include_self=True)
+    count = torch.zeros_like(a).scatter_add(dim, index, torch.ones_like(src))
+    mean = (
+        total / count.clamp(min=1)
+        if a.dtype.is_floating_point
+        else total.div(count.clamp(min=1), rounding_mode="floor")
+    )
+    return torch.where(count > 0, mean, a)
+
+
+def _constant_pad_nd(a, pad, value=0):
+    # A negative pad slices instead (IREE cannot compile a negative
+    # tensor.pad).
+    if all(p >= 0 for p in pad):
+        return NotImplemented
+    for i in range(len(pad) // 2):
+        dim = a.dim() - 1 - i
+        low, high = pad[2 * i], pad[2 * i + 1]
+        a = a.narrow(dim, max(-low, 0), a.size(dim) - max(-low, 0) - max(-high, 0))
+    return torch.constant_pad_nd(a, [max(p, 0) for p in pad], value)
+
+
 def _decompositions() -> dict:
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
@@ -958,11 +1031,32 @@ def _decompositions() -> dict:
     del table[torch.ops.aten.native_layer_norm.default]
     table[torch.ops.aten.split_with_sizes.default] = _split_with_sizes
     table[torch.ops.aten.repeat_interleave.Tensor] = _repeat_interleave
+    table[torch.ops.aten.roll.default] = _roll
+    table[torch.ops.aten.masked_scatter.default] = _masked_scatter
+    table[torch.ops.aten.diagonal_scatter.default] = _diagonal_scatter
+    table[torch.ops.aten.sort.stable] = _sort_stable
+    table[torch.ops.aten.scatter_reduce.two] = _scatter_reduce
+    table[torch.ops.aten.constant_pad_nd.default] = _constant_pad_nd
     table[torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default] = _flash_attention
     table[torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default] = (
         _flash_attention_backward
     )
     return table
+
+
+def imports_wrong(gm: fx.GraphModule) -> bool:
+    """Whether ``gm`` holds an op that torch-mlir imports into IR IREE
+    cannot compile, but that the decompositions rewrite: a scatter_reduce
+    without self, a negative pad."""
+    aten = torch.ops.aten
+    for node in gm.graph.nodes:
+        if node.target is aten.scatter_reduce.two and node.kwargs.get("include_self") is False:
+            return True
+        if node.target is aten.constant_pad_nd.default and any(
+            isinstance(p, int) and p < 0 for p in node.args[1]
+        ):
+            return True
+    return False
 
 
 class ImportFailed(Unsupported):

@@ -755,3 +755,72 @@ def test_uint8_results_keep_their_dtype():
         got = run(x)
         assert got.dtype == torch.uint8
         np.testing.assert_array_equal(got.numpy(), (x + 1).numpy())
+
+
+_IDX = torch.tensor([[0, 1, 0, 2, 1]] * 6)
+
+# Dense ops torch-mlir cannot import, or imports into IR IREE cannot
+# compile, that the backend decomposes (emit._decompositions).
+_DECOMPOSED = {
+    "scatter_amax_no_self": lambda x: torch.zeros(3, 5).scatter_reduce(
+        0, _IDX[:4] % 3, x[:4], "amax", include_self=False
+    ),
+    "scatter_amin_no_self_partial": lambda x: torch.zeros(4, 5).scatter_reduce(
+        0, _IDX[:2, :3], x[:2, :3], "amin", include_self=False
+    ),
+    "scatter_sum_no_self": lambda x: torch.ones(3, 5).scatter_reduce(
+        0, _IDX[:4] % 3, x[:4], "sum", include_self=False
+    ),
+    "scatter_prod_no_self": lambda x: torch.full((3, 5), 2.0).scatter_reduce(
+        0, _IDX[:4] % 3, x[:4], "prod", include_self=False
+    ),
+    "scatter_mean_no_self": lambda x: torch.ones(4, 5).scatter_reduce(
+        0, _IDX[:4] % 3, x[:4], "mean", include_self=False
+    ),
+    "scatter_mean_int": lambda x: torch.ones(4, 5, dtype=torch.long).scatter_reduce(
+        0, _IDX[:4] % 3, (x[:4] * 10).long(), "mean", include_self=False
+    ),
+    "scatter_amax_int": lambda x: torch.ones(4, 5, dtype=torch.long).scatter_reduce(
+        1, _IDX[:4] % 3, (x[:4] * 10).long(), "amax", include_self=False
+    ),
+    "sort_stable_values": lambda x: torch.sort(x.round(), dim=1, stable=True)[0],
+    "roll_flat": lambda x: torch.roll(x, 3),
+    "roll_flat_negative": lambda x: torch.roll(x.t(), -7),
+    "pad_negative": lambda x: F.pad(x, (-1, 2)),
+    "pad_negative_both": lambda x: F.pad(x, (1, -2, -1, -1), value=3.0),
+    "masked_scatter": lambda x: x.masked_scatter(x > 0, torch.arange(30.0).reshape(6, 5)),
+    "masked_scatter_broadcast": lambda x: x.masked_scatter(x[0] > 0, -torch.arange(40.0)),
+    "diagonal_scatter": lambda x: torch.diagonal_scatter(x, x[0]),
+    "diagonal_scatter_above": lambda x: torch.diagonal_scatter(x, x[1, :4], 1),
+    "diagonal_scatter_below": lambda x: torch.diagonal_scatter(x, x[1, :4], -2),
+    "diagonal_scatter_3d": lambda x: torch.diagonal_scatter(x.reshape(2, 3, 5), x[:3, :2].t(), 0, 1, 2),
+}
+
+
+@pytest.mark.parametrize("name", list(_DECOMPOSED))
+def test_decomposed_dense_ops_match_eager(name):
+    """Each compiles with no fallback (conftest) and equals eager."""
+    f = _DECOMPOSED[name]
+    torch._dynamo.reset()
+    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(3))
+    got = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)(x)
+    want = f(x)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_stable_sort_indices_keep_the_order_of_ties():
+    """IREE's sort keeps equal keys in their order, so a stable sort is the
+    plain one: indices equal eager's on rows full of ties, both directions
+    (static shapes: with a dynamic sort dim IREE 3.13 cannot compile the
+    indices' dispatch)."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, 4, (7, 300), generator=g).float()
+    for f in (
+        lambda x: torch.sort(x, dim=1, stable=True)[1],
+        lambda x: torch.sort(x, dim=0, stable=True, descending=True)[1],
+        lambda x: torch.argsort(x, dim=1, stable=True, descending=True),
+    ):
+        torch._dynamo.reset()
+        got = torch.compile(f, backend="ragged", dynamic=False, fullgraph=True)(x)
+        np.testing.assert_array_equal(got.numpy(), f(x).numpy())
