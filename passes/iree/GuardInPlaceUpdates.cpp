@@ -21,6 +21,11 @@
 // already written. (`flow.tensor.tie_shape` gives IREE the dynamic sizes
 // of such a barrier's result.)
 //
+// A result of an in-place update that nothing reads, beside one that is
+// read (the sorted values of `torch.sort(x)[1]`), goes into a barrier too:
+// without a use, IREE kept the dispatch's copy of that operand in a stack
+// allocation, which a dynamic size cannot bound.
+//
 // Splats are left to `ragged-fill-splats`: IREE copies a fill for each
 // in-place consumer itself.
 //
@@ -98,6 +103,25 @@ bool updatedInPlace(OpOperand &use) {
          use.getOperandNumber() >= user->getNumOperands() - segments.asArrayRef().back();
 }
 
+/// `value` behind a barrier; with `tieShape`, its dynamic sizes tied to
+/// `value`'s (IREE cannot resolve a barrier's dynamic sizes).
+Value barrier(PatternRewriter &rewriter, Location loc, Value value, bool tieShape) {
+  OperationState state(loc, kBarrier);
+  state.addOperands(value);
+  state.addTypes(value.getType());
+  Value hidden = rewriter.create(state)->getResult(0);
+  auto type = cast<RankedTensorType>(value.getType());
+  if (!tieShape || type.hasStaticShape())
+    return hidden;
+  OperationState tie(loc, kTieShape);
+  tie.addOperands(hidden);
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      tie.addOperands(tensor::DimOp::create(rewriter, loc, value, d).getResult());
+  tie.addTypes(type);
+  return rewriter.create(tie)->getResult(0);
+}
+
 struct ReadABarrier : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -116,10 +140,7 @@ struct ReadABarrier : OpRewritePattern<linalg::GenericOp> {
     Value no = arith::ConstantOp::create(rewriter, loc, rewriter.getBoolAttr(false));
     Value flag = tensor::EmptyOp::create(rewriter, loc, ArrayRef<int64_t>{}, rewriter.getI1Type());
     flag = linalg::FillOp::create(rewriter, loc, no, flag).getResult(0);
-    OperationState state(loc, kBarrier);
-    state.addOperands(flag);
-    state.addTypes(flag.getType());
-    Value hidden = rewriter.create(state)->getResult(0);
+    Value hidden = barrier(rewriter, loc, flag, /*tieShape=*/false);
 
     SmallVector<Value> inputs(op.getDpsInputs());
     inputs.push_back(hidden);
@@ -192,27 +213,34 @@ struct HideViewsOfTheDestination : RewritePattern {
           llvm::is_contained({kBarrier, kTieShape}, input.getDefiningOp()->getName().getStringRef()))
         continue;
       rewriter.setInsertionPoint(op);
-      Location loc = op->getLoc();
-      OperationState state(loc, kBarrier);
-      state.addOperands(input);
-      state.addTypes(input.getType());
-      Value hidden = rewriter.create(state)->getResult(0);
-      // IREE cannot resolve a barrier's dynamic sizes: they are tied to
-      // the input's.
-      auto type = cast<RankedTensorType>(input.getType());
-      if (!type.hasStaticShape()) {
-        OperationState tie(loc, kTieShape);
-        tie.addOperands(hidden);
-        for (int64_t d = 0; d < type.getRank(); ++d)
-          if (type.isDynamicDim(d))
-            tie.addOperands(tensor::DimOp::create(rewriter, loc, input, d).getResult());
-        tie.addTypes(type);
-        hidden = rewriter.create(tie)->getResult(0);
-      }
+      Value hidden = barrier(rewriter, op->getLoc(), input, /*tieShape=*/true);
       rewriter.modifyOpInPlace(op, [&] { use.set(hidden); });
       changed = true;
     }
     return success(changed);
+  }
+};
+
+/// A result of an in-place update that nothing reads, beside one that is
+/// read, goes into a barrier: IREE kept the dispatch's copy of its operand
+/// in a stack allocation, which a dynamic size cannot bound
+/// (`torch.sort(x)[1]` along a dynamic dim).
+struct KeepUnreadResults : RewritePattern {
+  KeepUnreadResults(MLIRContext *context) : RewritePattern(MatchAnyOpTypeTag(), 1, context) {}
+
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
+    if (op->isRegistered() || updatedOperands(op).empty())
+      return rewriter.notifyMatchFailure(op, "updates nothing in place");
+    SmallVector<Value> unread;
+    for (Value result : op->getResults())
+      if (result.use_empty() && isa<RankedTensorType>(result.getType()))
+        unread.push_back(result);
+    if (unread.empty() || llvm::all_of(op->getResults(), [](Value r) { return r.use_empty(); }))
+      return rewriter.notifyMatchFailure(op, "no unread result beside a read one");
+    rewriter.setInsertionPointAfter(op);
+    for (Value result : unread)
+      barrier(rewriter, op->getLoc(), result, /*tieShape=*/false);
+    return success();
   }
 };
 
@@ -227,5 +255,5 @@ struct GuardInPlaceUpdatesPass : ragged::impl::GuardInPlaceUpdatesPassBase<Guard
 } // namespace
 
 void mlir::ragged::populateGuardInPlaceUpdatesPatterns(RewritePatternSet &patterns) {
-  patterns.add<ReadABarrier, HideViewsOfTheDestination>(patterns.getContext());
+  patterns.add<ReadABarrier, HideViewsOfTheDestination, KeepUnreadResults>(patterns.getContext());
 }

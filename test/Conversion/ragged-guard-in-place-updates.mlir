@@ -153,3 +153,32 @@ func.func @dynamic_updates(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
   %y = tensor.insert_slice %s into %x[1, 0] [2, %n] [1, 1] : tensor<2x?xf32> into tensor<?x?xf32>
   return %y : tensor<?x?xf32>
 }
+
+// -----
+
+// A sort whose sorted values nothing reads (`torch.sort(x)[1]`) keeps them
+// through a barrier: IREE put its copy of them in a stack allocation, which
+// a dynamic size cannot bound. A sort whose results are all read is left
+// alone.
+// CHECK-LABEL: func.func @indices_of_a_sort
+// CHECK:         %[[S:.*]]:2 = "tm_tensor.sort"(%arg0, %arg1)
+// CHECK:         "util.optimization_barrier"(%[[S]]#0) : (tensor<?x?xf32>) -> tensor<?x?xf32>
+// CHECK:         return %[[S]]#1
+// CHECK-LABEL: func.func @values_and_indices_of_a_sort
+// CHECK-NOT:     util.optimization_barrier
+func.func @indices_of_a_sort(%x: tensor<?x?xf32>, %i: tensor<?x?xi64>) -> tensor<?x?xi64> {
+  %s:2 = "tm_tensor.sort"(%x, %i) <{dimension = 1 : i64, operandSegmentSizes = array<i32: 0, 2>}> ({
+  ^bb0(%a: f32, %b: f32, %c: i64, %d: i64):
+    %le = arith.cmpf ole, %a, %b : f32
+    "tm_tensor.yield"(%le) : (i1) -> ()
+  }) : (tensor<?x?xf32>, tensor<?x?xi64>) -> (tensor<?x?xf32>, tensor<?x?xi64>)
+  return %s#1 : tensor<?x?xi64>
+}
+func.func @values_and_indices_of_a_sort(%x: tensor<?x?xf32>, %i: tensor<?x?xi64>) -> (tensor<?x?xf32>, tensor<?x?xi64>) {
+  %s:2 = "tm_tensor.sort"(%x, %i) <{dimension = 1 : i64, operandSegmentSizes = array<i32: 0, 2>}> ({
+  ^bb0(%a: f32, %b: f32, %c: i64, %d: i64):
+    %le = arith.cmpf ole, %a, %b : f32
+    "tm_tensor.yield"(%le) : (i1) -> ()
+  }) : (tensor<?x?xf32>, tensor<?x?xi64>) -> (tensor<?x?xf32>, tensor<?x?xi64>)
+  return %s#0, %s#1 : tensor<?x?xf32>, tensor<?x?xi64>
+}
