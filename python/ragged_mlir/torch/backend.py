@@ -45,6 +45,7 @@ from .emit import (
     empty_result,
     imports_wrong,
 )
+from .gelu import exact_gelu
 from .graph import Unsupported, plan_graph
 from .masked_rows import guard_masked_rows
 from .njt_patterns import rewrite_njt_patterns
@@ -197,6 +198,7 @@ def compile_fx_graph(
     check_indices(gm)
     check_divisors(gm)
     widen_uint8(gm)
+    exact_gelu(gm)
     if gm.graph.eliminate_dead_code():
         gm.recompile()
     if imports_wrong(gm):
