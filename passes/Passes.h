@@ -82,6 +82,11 @@ void populateFillSplatsPatterns(RewritePatternSet &patterns);
 /// (`ragged-guard-in-place-updates`).
 void populateGuardInPlaceUpdatesPatterns(RewritePatternSet &patterns);
 
+/// A `linalg.fill` a reduction reads becomes a broadcast of its scalar in
+/// a rank-0 tensor behind a `util.optimization_barrier`
+/// (`ragged-guard-splat-reductions`).
+void populateGuardSplatReductionsPatterns(RewritePatternSet &patterns);
+
 /// Integer divisions and remainders by a value that may be 0 divide by
 /// `select(divisor == 0, 1, divisor)` (`ragged-guard-integer-division`).
 void populateGuardIntegerDivisionPatterns(RewritePatternSet &patterns);

@@ -272,6 +272,43 @@ def FillSplatsPass : Pass<"ragged-fill-splats"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def GuardSplatReductionsPass : Pass<"ragged-guard-splat-reductions"> {
+  let summary = "Reductions read a splat as a broadcast IREE cannot see into";
+  let description = [{
+    IREE 3.13's CPU backend miscompiles a reduction whose input is a
+    `linalg.fill`: it adds the scalar once per vector rather than once per
+    element, so `torch.ones(x.shape).sum()` over 5x5x5 gave 8 (125 / 16
+    lanes, rounded up) and the row sums of a [3, 100] fill gave 7, for any
+    scalar, static shape or not. A broadcast of a rank-0 tensor it cannot
+    see into reduces correctly: each fill a reduction (a linalg op with a
+    reduction loop) reads is replaced there by a generic that broadcasts
+    the fill's scalar from a rank-0 tensor behind a
+    `util.optimization_barrier`. Runs after `ragged-fill-splats`, which
+    makes such broadcasts of constants fills.
+
+    Before:
+    ```mlir
+    %f = linalg.fill ins(%c1 : f32) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
+    %s = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>,
+                                          affine_map<(d0, d1) -> (d0)>],
+                         iterator_types = ["parallel", "reduction"]}
+        ins(%f : tensor<?x?xf32>) outs(%acc : tensor<?xf32>) { ... }
+    ```
+    After:
+    ```mlir
+    %t = tensor.from_elements %c1 : tensor<f32>
+    %h = "util.optimization_barrier"(%t) : (tensor<f32>) -> tensor<f32>
+    %b = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> ()>,
+                                          affine_map<(d0, d1) -> (d0, d1)>],
+                         iterator_types = ["parallel", "parallel"]}
+        ins(%h : tensor<f32>) outs(%e2 : tensor<?x?xf32>) { ... }
+    %s = linalg.generic ... ins(%b : tensor<?x?xf32>) outs(%acc : tensor<?xf32>) { ... }
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def GuardInPlaceUpdatesPass : Pass<"ragged-guard-in-place-updates"> {
   let summary = "Keeps in-place updates from sharing or reading their buffer";
   let description = [{

@@ -58,6 +58,8 @@ void mlir::ragged::registerRaggedPipelines() {
         pm.addPass(createFoldEmptyTensorsPass());
         pm.addPass(createFillSplatsPass());
         pm.addPass(createGuardInPlaceUpdatesPass());
+        // After ragged-fill-splats, which makes broadcasts of one scalar fills.
+        pm.addPass(createGuardSplatReductionsPass());
         pm.addPass(createGuardIntegerDivisionPass());
         // After canonicalization, which makes M and N static.
         SplitDynamicContractionsPassOptions split;

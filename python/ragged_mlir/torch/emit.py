@@ -30,6 +30,7 @@ import torch.fx as fx
 from .. import ir
 from ..builders import window_dims, windows
 from ..dialects import arith, func, tensor
+from ..dialects import math as mmath
 from ..dialects import ragged as rd
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
 from .graph import DTYPES, DensePiece, OpStep, Plan, Unsupported, describe, value_of
@@ -578,6 +579,60 @@ def _scatter_rows(
         add = arith.addf if value_of(node).dtype.is_floating_point else arith.addi
         ir.Operation.create("tm_tensor.yield", operands=[add(current, update) if accumulate else update])
     return em.cast(scatter.result, value_type(node))
+
+
+def _logcumsumexp_claims(node: fx.Node) -> bool:
+    val = value_of(node.args[0])
+    return val.dim() > 0 and val.dtype in (torch.float32, torch.float64)
+
+
+@lowering(
+    torch.ops.aten.logcumsumexp.default,
+    "a scan whose step is logaddexp (tm_tensor.scan); torch-mlir's own lowering exponentiates first and "
+    "overflowed to inf above 88 in f32",
+    claims=_logcumsumexp_claims,
+)
+def _logcumsumexp(em: Emitter, node: fx.Node) -> ir.Value:
+    x, dim = node.args
+    value = em[x]
+    vt = ir.RankedTensorType(value.type)
+    dim %= vt.rank
+    if 0 in vt.shape:
+        return em.cast(value, value_type(node))  # no elements: IREE cannot compile a scan of none
+    element = vt.element_type
+    sizes = _sizes(value)
+    loops = [f"d{k}" for k in range(vt.rank)]
+
+    def minus_infinity(shape: list) -> ir.Value:
+        init = tensor.empty(shape, element)
+        dims = "(" + ", ".join(loops[: len(shape)]) + ")"
+        return _generic(
+            [], init, [dims], ["parallel"] * len(shape), lambda _: arith.constant(element, float("-inf"))
+        )
+
+    scan = ir.Operation.create(
+        "tm_tensor.scan",
+        results=[
+            value.type,
+            ir.RankedTensorType.get([d for k, d in enumerate(vt.shape) if k != dim], element),
+        ],
+        operands=[value, minus_infinity(sizes), minus_infinity([d for k, d in enumerate(sizes) if k != dim])],
+        attributes={
+            "dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
+            "inclusive": ir.BoolAttr.get(True),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 2]),
+        },
+        regions=1,
+    )
+    block = scan.regions[0].blocks.append(element, element)
+    with ir.InsertionPoint(block):
+        a, b = block.arguments
+        high, low = arith.maximumf(a, b), arith.minimumf(a, b)
+        step = arith.addf(high, mmath.log1p(mmath.exp(arith.subf(low, high))))
+        # Both -inf (an empty prefix): -inf, not the NaN of -inf - -inf.
+        empty = arith.cmpf(arith.CmpFPredicate.OEQ, high, arith.constant(element, float("-inf")))
+        ir.Operation.create("tm_tensor.yield", operands=[arith.select(empty, high, step)])
+    return em.cast(scan.results[0], value_type(node))
 
 
 @lowering(torch.ops.ragged.segment_softmax.default, "softmax over each item's rows, per column")

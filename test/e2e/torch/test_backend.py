@@ -862,3 +862,48 @@ def test_gelu_tanh_and_its_gradient_match_fp64(dtype):
     for item, src in zip(got.unbind(), (x[:1000], x[1000:1400]), strict=True):
         ref = F.gelu(src, approximate="tanh").reshape(-1, 4)
         np.testing.assert_allclose(item.double().numpy(), ref.numpy(), atol=2e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_reductions_of_constants(dynamic):
+    """Sums of a tensor of one value (an element count, torch.masked's
+    variance) equal eager's: IREE 3.13's CPU backend added the value once
+    per vector, not once per element (ragged-guard-splat-reductions)."""
+    cases = [
+        lambda x: torch.ones(x.shape).sum(),
+        lambda x: torch.ones_like(x, dtype=torch.int64).sum(-1),
+        lambda x: torch.full(x.shape, 2.5).mean(0) + x.sum(0),
+        lambda x: torch.zeros_like(x).add(3).prod(1),
+        lambda x: torch.masked._ops.var(x, mask=None),
+    ]
+    g = torch.Generator().manual_seed(0)
+    for shape in ((5, 5, 5), (3, 100, 2)):
+        x = torch.randn(shape, generator=g)
+        for f in cases:
+            torch._dynamo.reset()
+            got = torch.compile(f, backend="ragged", dynamic=dynamic, fullgraph=True)(x)
+            np.testing.assert_allclose(got.numpy(), f(x).numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_logcumsumexp_is_stable(dim):
+    """A scan whose step is logaddexp: values far above exp's f32 range,
+    -inf and NaN entries, an empty dim, f64, against fp64 eager (torch-mlir's
+    lowering exponentiated first and gave inf above 88)."""
+    g = torch.Generator().manual_seed(0)
+    inputs = [
+        torch.randn(5, 7, generator=g) * 1e4,
+        torch.tensor(
+            [[-200.0, 0.0, 3.0, float("-inf"), 100.0], [float("-inf"), float("-inf"), 1.0, float("nan"), 2.0]]
+        ),
+        torch.randn(3, 0),
+        torch.randn(4, 300, generator=g, dtype=torch.float64),
+    ]
+    for x in inputs:
+        torch._dynamo.reset()
+        got = torch.compile(
+            lambda x: torch.logcumsumexp(x, dim), backend="ragged", dynamic=True, fullgraph=True
+        )(x)
+        want = torch.logcumsumexp(x.double(), dim)
+        assert got.dtype == x.dtype
+        np.testing.assert_allclose(got.double().numpy(), want.numpy(), rtol=1e-6, atol=1e-5)

@@ -1,0 +1,141 @@
+"""PyTorch's OpInfo samples of dense ops through backend="ragged".
+
+Every op in ``torch.testing._internal.common_methods_invocations.op_db``
+that runs on f32 on the CPU: its first ``--samples`` sample inputs, each
+compiled with ``torch.compile(backend="ragged", dynamic=True)`` with fallback
+off and compared with eager on the same inputs. Counts per outcome:
+
+* ``ok``: equal to eager (``torch.testing.assert_close``'s f32 tolerances,
+  NaNs equal, integers exact);
+* ``wrong``: it compiled and ran but differs from eager: a silent wrong
+  answer, the worst outcome;
+* ``refused``: the backend refused the graph (it would run eagerly with
+  fallback on), by reason;
+* ``error``: anything else (Dynamo cannot trace the op, eager fails too).
+
+Random ops (``normal``, ``bernoulli``, dropout) are skipped: eager and
+compiled draw different numbers. Each sample's inputs are cloned for each
+side, so an op's in-place update cannot leak between them. The wrong
+answers are listed with their op, sample and largest difference. About half
+an hour for all ops on 2 cores::
+
+    python bench/dense_opinfo.py [--ops abs,add,...] [--samples 2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import sys
+import warnings
+
+os.environ["RAGGED_FALLBACK"] = "0"
+
+import torch  # noqa: E402
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+
+import ragged_mlir.torch  # noqa: E402, F401  (registers the backend)
+
+RANDOM = re.compile(r"normal|uniform|bernoulli|dropout|rand|multinomial|cauchy|exponential|geometric|poisson")
+
+
+def _clone(value):
+    return torch.utils._pytree.tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, value)
+
+
+def _same(got, want) -> str | None:
+    """None when ``got`` equals ``want``, else what differs."""
+    try:
+        torch.testing.assert_close(got, want, equal_nan=True, check_device=False)
+    except AssertionError as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        return "; ".join(lines[:3])
+    except Exception as e:  # structures that assert_close cannot compare
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def _reason(e: Exception) -> str:
+    text = str(e)
+    match = re.search(r"running this graph eagerly \(\w+\): (.*)", text)
+    if match:
+        reason = match.group(1)
+        reason = re.sub(r"%\S+|\[[^\]]*\]|\(reproducer: [^)]*\)", "", reason)
+        return "refused: " + reason[:140]
+    return f"error: {type(e).__name__}: " + (text.strip().splitlines() or [""])[0][:140]
+
+
+def run_op(op, samples: int) -> list[tuple[str, str]]:
+    """(outcome, detail) of each of ``op``'s first ``samples`` samples."""
+    results = []
+    try:
+        inputs = list(op.sample_inputs("cpu", torch.float32, requires_grad=False))[:samples]
+    except Exception as e:
+        return [("error", f"error: samples: {type(e).__name__}")]
+    for i, sample in enumerate(inputs):
+        torch._dynamo.reset()
+
+        def call(x, args, kwargs, op=op):
+            return op(x, *args, **kwargs)
+
+        try:
+            want = call(*_clone((sample.input, sample.args, sample.kwargs)))
+        except Exception:
+            results.append(("error", "error: eager fails"))
+            continue
+        try:
+            compiled = torch.compile(call, backend="ragged", dynamic=True)
+            got = compiled(*_clone((sample.input, sample.args, sample.kwargs)))
+        except Exception as e:
+            detail = _reason(e)
+            results.append(("refused" if detail.startswith("refused") else "error", detail))
+            continue
+        diff = _same(got, want)
+        results.append(("ok", "") if diff is None else ("wrong", f"sample {i}: {diff}"))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", default=None, help="comma-separated OpInfo names (default: all)")
+    parser.add_argument("--samples", type=int, default=2, help="sample inputs per op")
+    parser.add_argument("--json", default=None, help="write the per-op outcomes here")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(2)
+    wanted = set(args.ops.split(",")) if args.ops else None
+    ops = [
+        op
+        for op in op_db
+        if (wanted is None or op.name in wanted)
+        and torch.float32 in op.supported_dtypes("cpu")
+        and not RANDOM.search(op.name)
+    ]
+    counts: collections.Counter = collections.Counter()
+    reasons: collections.Counter = collections.Counter()
+    per_op: dict[str, list] = {}
+    for op in ops:
+        key = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+        results = run_op(op, args.samples)
+        per_op[key] = results
+        for outcome, detail in results:
+            counts[outcome] += 1
+            if outcome != "ok":
+                reasons[detail if outcome != "wrong" else "wrong"] += 1
+            if outcome == "wrong":
+                print(f"WRONG {key}: {detail}", flush=True)
+        print(f"{key}: " + ", ".join(o for o, _ in results), flush=True)
+    print("\nsummary:", dict(counts))
+    for reason, n in reasons.most_common(40):
+        print(f"{n:5d}  {reason}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"counts": counts, "per_op": per_op}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
