@@ -1077,6 +1077,51 @@ def _constant_pad_nd(a, pad, value=0):
     return torch.constant_pad_nd(a, [max(p, 0) for p in pad], value)
 
 
+def _embedding_bag(
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq=False,
+    mode=0,
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=-1,
+):
+    # The bags' sums, means or maxima of the weight rows their indices pick
+    # (an empty bag gives 0, padding_idx's rows count for nothing). Only the
+    # output is computed: imports_wrong refuses a graph that reads the
+    # other three results.
+    if padding_idx is None:
+        padding_idx = -1
+    if indices.dim() != 1 or (mode == 2 and padding_idx >= 0):
+        return NotImplemented
+    n = indices.size(0)
+    bags = offsets.size(0) - (1 if include_last_offset else 0)
+    starts = offsets[:bags]
+    marks = torch.zeros(n + 1, dtype=torch.int64, device=indices.device)
+    marks = marks.scatter_add(0, starts, torch.ones_like(starts))
+    bag = marks.cumsum(0)[:n] - 1
+    rows = weight[indices]
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.unsqueeze(1)
+    keep = None
+    if padding_idx >= 0:
+        keep = indices != padding_idx
+        rows = torch.where(keep.unsqueeze(1), rows, torch.zeros_like(rows))
+    out = weight.new_zeros(bags, weight.size(1))
+    if mode == 2:
+        out = out.scatter_reduce(0, bag.unsqueeze(1).expand_as(rows), rows, "amax", include_self=False)
+    else:
+        out = out.index_add(0, bag, rows)
+    if mode == 1:
+        counted = torch.ones_like(bag) if keep is None else keep.to(torch.int64)
+        count = torch.zeros(bags, dtype=torch.int64, device=indices.device).index_add(0, bag, counted)
+        out = out / count.clamp(min=1).unsqueeze(1).to(out.dtype)
+    empty = indices.new_zeros(0)
+    return out, empty, empty.new_zeros(bags), empty.new_zeros(bags)
+
+
 def _decompositions() -> dict:
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
@@ -1086,6 +1131,8 @@ def _decompositions() -> dict:
     del table[torch.ops.aten.native_layer_norm.default]
     table[torch.ops.aten.split_with_sizes.default] = _split_with_sizes
     table[torch.ops.aten.repeat_interleave.Tensor] = _repeat_interleave
+    table[torch.ops.aten._embedding_bag_forward_only.default] = _embedding_bag
+    table[torch.ops.aten._embedding_bag.default] = _embedding_bag
     table[torch.ops.aten.roll.default] = _roll
     table[torch.ops.aten.masked_scatter.default] = _masked_scatter
     table[torch.ops.aten.diagonal_scatter.default] = _diagonal_scatter
@@ -1099,12 +1146,35 @@ def _decompositions() -> dict:
     return table
 
 
+_EMBEDDING_BAGS = (torch.ops.aten._embedding_bag_forward_only.default, torch.ops.aten._embedding_bag.default)
+
+
+def _embedding_bag_args(node: fx.Node) -> dict:
+    schema = node.target._schema
+    named = dict(zip((a.name for a in schema.arguments), node.args, strict=False))
+    named.update(node.kwargs)
+    return named
+
+
 def imports_wrong(gm: fx.GraphModule) -> bool:
     """Whether ``gm`` holds an op that torch-mlir imports into IR IREE
-    cannot compile, but that the decompositions rewrite: a scatter_reduce
-    without self, a negative pad."""
+    cannot compile, or into a wrong result, but that the decompositions
+    rewrite: a scatter_reduce without self, a negative pad, an
+    embedding_bag with per-sample weights or a padding index (torch-mlir
+    ignores both).
+    Raises :class:`Unsupported` for such an embedding_bag whose other
+    results are read (a training graph's, for its backward)."""
     aten = torch.ops.aten
     for node in gm.graph.nodes:
+        if node.target in _EMBEDDING_BAGS:
+            named = _embedding_bag_args(node)
+            if named.get("per_sample_weights") is None and named.get("padding_idx", -1) in (None, -1):
+                continue
+            if any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users):
+                raise Unsupported(
+                    "embedding_bag with per_sample_weights or padding_idx whose extra results are read", node
+                )
+            return True
         if node.target is aten.scatter_reduce.two and node.kwargs.get("include_self") is False:
             return True
         if node.target is aten.constant_pad_nd.default and any(

@@ -907,3 +907,51 @@ def test_logcumsumexp_is_stable(dim):
         want = torch.logcumsumexp(x.double(), dim)
         assert got.dtype == x.dtype
         np.testing.assert_allclose(got.double().numpy(), want.numpy(), rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "mode,weighted,padding_idx,offsets,last",
+    [
+        ("sum", True, None, [0, 3], False),
+        ("sum", True, 4, [0, 3, 3, 7], True),
+        ("sum", False, 4, [0, 3], False),
+        ("mean", False, None, [0, 3, 3], False),
+        ("mean", False, 4, [0], False),
+        ("max", False, None, [0, 3, 3, 7], True),
+    ],
+)
+def test_embedding_bag_matches_eager(mode, weighted, padding_idx, offsets, last):
+    """Bags of weight rows, empty bags among them: torch-mlir dropped the
+    per-sample weights and the padding index (a silent wrong answer) and
+    could not lower mean or max; the backend decomposes them."""
+    g = torch.Generator().manual_seed(0)
+    weight = torch.randn(10, 5, generator=g)
+    idx = torch.tensor([1, 2, 4, 5, 4, 0, 3])
+    psw = torch.randn(7, generator=g) if weighted else None
+
+    def f(weight, idx, offsets, psw):
+        return F.embedding_bag(
+            idx,
+            weight,
+            offsets,
+            mode=mode,
+            per_sample_weights=psw,
+            include_last_offset=last,
+            padding_idx=padding_idx,
+        )
+
+    torch._dynamo.reset()
+    args = (weight, idx, torch.tensor(offsets), psw)
+    got = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)(*args)
+    np.testing.assert_allclose(got.numpy(), f(*args).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_embedding_bag_with_weights_refuses_training():
+    """Training reads the op's extra results (its backward's); the backend
+    refuses such a graph, naming why, rather than compute them wrong."""
+    bag = nn.EmbeddingBag(10, 5, mode="sum")
+    psw = torch.randn(7, requires_grad=True)
+    torch._dynamo.reset()
+    run = torch.compile(lambda i, o, p: bag(i, o, per_sample_weights=p), backend="ragged", dynamic=True)
+    with pytest.raises(Exception, match="per_sample_weights or padding_idx whose extra results are read"):
+        run(torch.tensor([1, 2, 4, 5, 4, 0, 3]), torch.tensor([0, 3]), psw)
