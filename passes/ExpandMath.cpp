@@ -5,7 +5,8 @@
 // `math.erf` at all; f16 and bf16 it computes in f32. Its f64 `math.exp` and
 // `math.log` are accurate to an ulp or two, so both functions are expanded
 // into them with arithmetic that keeps f64 precision (a few ulps), not with
-// upstream's f32 polynomial approximations.
+// upstream's f32 polynomial approximations. Its f32 sin, cos and tan lose
+// precision in their argument reduction, so those are computed in f64.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,6 +44,7 @@ struct F64Builder {
   Value abs(Value x) { return math::AbsFOp::create(b, loc, x); }
   Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
   Value log(Value x) { return math::LogOp::create(b, loc, x); }
+  Value floor(Value x) { return math::FloorOp::create(b, loc, x); }
   Value cmp(arith::CmpFPredicate p, Value x, Value y) {
     return arith::CmpFOp::create(b, loc, p, x, y);
   }
@@ -131,6 +133,89 @@ struct ExpandErf : OpRewritePattern<math::ErfOp> {
   }
 };
 
+/// sin, cos and tan of f64 from arithmetic and `floor`: IREE lowers the f64
+/// ops to libm calls its embedded linker cannot resolve ("undefined symbol:
+/// sin") wherever it does not vectorise them. The argument is reduced by
+/// Cody-Waite, x = k pi/2 + r with pi/2 in three parts (k below 2^20 keeps
+/// r within an ulp or two: |x| up to about 1.6e6), and sin r, cos r on
+/// |r| <= pi/4 come from their Taylor series to r^17 and r^18 (the first
+/// term left out is below 1e-19); k mod 4 picks the quadrant, and tan is
+/// their ratio. inf and NaN give NaN.
+template <typename Op>
+struct ExpandTrig : OpRewritePattern<Op> {
+  using OpRewritePattern<Op>::OpRewritePattern;
+  LogicalResult matchAndRewrite(Op op, PatternRewriter &rewriter) const override {
+    if (!isScalarF64(op))
+      return failure();
+    F64Builder f{rewriter, op.getLoc()};
+    Value x = op.getOperand();
+    // pi/2 = kPio2Hi + kPio2Mid + kPio2Lo, the first two with trailing zero bits
+    // so that k * part is exact for k < 2^20.
+    constexpr double kPio2Hi = 1.57079632673412561417e+00;
+    constexpr double kPio2Mid = 6.07710050630396597660e-11;
+    constexpr double kPio2Lo = 2.02226624879595063154e-21;
+    Value k = f.floor(f.add(f.mul(x, f.c(2.0 / M_PI)), f.c(0.5)));
+    Value r = f.sub(f.sub(f.sub(x, f.mul(k, f.c(kPio2Hi))), f.mul(k, f.c(kPio2Mid))), f.mul(k, f.c(kPio2Lo)));
+    Value r2 = f.mul(r, r);
+    // Horner in r^2: sin r = r (1 - r^2/3! + ...), cos r = 1 - r^2/2! + ...
+    auto series = [&](int first) {
+      double coefficient = 1.0;
+      SmallVector<double> coefficients;
+      for (int n = first; n <= first + 16; n += 2) {
+        coefficients.push_back(coefficient);
+        coefficient = -coefficient / ((n + 1) * (n + 2));
+      }
+      Value p = f.c(coefficients.back());
+      for (double c : llvm::reverse(ArrayRef(coefficients).drop_back()))
+        p = f.add(f.mul(p, r2), f.c(c));
+      return p;
+    };
+    Value sinR = f.mul(r, series(1));
+    Value cosR = series(0);
+    Value quadrant = f.sub(k, f.mul(f.c(4.0), f.floor(f.mul(k, f.c(0.25)))));
+    auto is = [&](double q) { return f.cmp(arith::CmpFPredicate::OEQ, quadrant, f.c(q)); };
+    // sin x by quadrant: sin r, cos r, -sin r, -cos r; cos x: cos r, -sin r, -cos r, sin r.
+    Value swap = f.select(is(1.0), f.c(1.0), f.select(is(3.0), f.c(1.0), f.c(0.0)));
+    Value odd = f.cmp(arith::CmpFPredicate::OEQ, swap, f.c(1.0));
+    Value sinAbs = f.select(odd, cosR, sinR);
+    Value cosAbs = f.select(odd, sinR, cosR);
+    Value sinNeg = f.select(is(2.0), f.c(-1.0), f.select(is(3.0), f.c(-1.0), f.c(1.0)));
+    Value cosNeg = f.select(is(1.0), f.c(-1.0), f.select(is(2.0), f.c(-1.0), f.c(1.0)));
+    Value sinX = f.mul(sinNeg, sinAbs);
+    Value cosX = f.mul(cosNeg, cosAbs);
+    Value result;
+    if constexpr (std::is_same_v<Op, math::SinOp>)
+      result = sinX;
+    else if constexpr (std::is_same_v<Op, math::CosOp>)
+      result = cosX;
+    else
+      result = f.div(sinX, cosX);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// sin, cos and tan of f32 are computed in f64 and rounded back. IREE's f32 versions reduce
+/// the argument in f32: against fp64, sin and cos were off by 3.8e-7 on
+/// [-10, 10] and 2.3e-4 on [1000, 8192] (rotary position embeddings' range),
+/// where torch's are within 3.6e-8; tan near its poles by 2% relative. The
+/// f64 ops are then expanded (ExpandTrig).
+template <typename Op>
+struct TrigInF64 : OpRewritePattern<Op> {
+  using OpRewritePattern<Op>::OpRewritePattern;
+  LogicalResult matchAndRewrite(Op op, PatternRewriter &rewriter) const override {
+    Type type = op.getType();
+    // f16 and bf16: their own precision hides the error.
+    if (!type.isF32())
+      return failure();
+    Location loc = op.getLoc();
+    Value wide = arith::ExtFOp::create(rewriter, loc, rewriter.getF64Type(), op.getOperand());
+    Value result = Op::create(rewriter, loc, wide);
+    rewriter.replaceOpWithNewOp<arith::TruncFOp>(op, type, result);
+    return success();
+  }
+};
+
 struct ExpandMathPass : ragged::impl::ExpandMathPassBase<ExpandMathPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -143,5 +228,6 @@ struct ExpandMathPass : ragged::impl::ExpandMathPassBase<ExpandMathPass> {
 } // namespace
 
 void mlir::ragged::populateExpandF64MathPatterns(RewritePatternSet &patterns) {
-  patterns.add<ExpandTanh, ExpandErf>(patterns.getContext());
+  patterns.add<ExpandTanh, ExpandErf, ExpandTrig<math::SinOp>, ExpandTrig<math::CosOp>, ExpandTrig<math::TanOp>,
+               TrigInF64<math::SinOp>, TrigInF64<math::CosOp>, TrigInF64<math::TanOp>>(patterns.getContext());
 }

@@ -40,3 +40,36 @@ func.func @narrow(%a: f32, %b: f16, %c: bf16) -> (f32, f16, bf16) {
   %z = math.tanh %c : bf16
   return %x, %y, %z : f32, f16, bf16
 }
+
+// f64 sin: x = k pi/2 + r (k = floor(x 2/pi + 1/2), pi/2 in three parts),
+// Taylor series of sin r and cos r, the quadrant k mod 4 picks one; no
+// libm call is left.
+// CHECK-LABEL: func.func @sin_f64
+// CHECK-NOT:     math.sin
+// CHECK:         %[[K:.*]] = math.floor %{{.*}} : f64
+// CHECK:         arith.mulf %[[K]]
+// CHECK:         arith.subf %arg0
+// CHECK:         arith.select
+// CHECK:         return
+func.func @sin_f64(%x: f64) -> f64 {
+  %y = math.sin %x : f64
+  return %y : f64
+}
+
+// f32 cos and tan are computed in f64 (IREE's f32 forms reduce the
+// argument in f32) and rounded back; f16 is left to IREE.
+// CHECK-LABEL: func.func @trig_f32
+// CHECK-NOT:     math.cos
+// CHECK-NOT:     math.tan
+// CHECK:         arith.extf %arg0 : f32 to f64
+// CHECK:         math.floor
+// CHECK:         arith.truncf %{{.*}} : f64 to f32
+// CHECK:         arith.divf %{{.*}} : f64
+// CHECK:         arith.truncf %{{.*}} : f64 to f32
+// CHECK:         math.sin %arg1 : f16
+func.func @trig_f32(%x: f32, %h: f16) -> (f32, f32, f16) {
+  %c = math.cos %x : f32
+  %t = math.tan %x : f32
+  %s = math.sin %h : f16
+  return %c, %t, %s : f32, f32, f16
+}
