@@ -114,6 +114,8 @@ def static_view_sizes(node: fx.Node) -> list[int] | None:
     if all(isinstance(s, int) and s >= 0 for s in sizes):
         return None
     dynamic = [i for i, d in enumerate(val.shape) if not isinstance(d, int)]
-    if len(dynamic) > 1:
+    # Without elements, torch-mlir would infer the -1 by dividing by 0 and
+    # kill the process (`[0, -1]` for a [0, s0] view).
+    if len(dynamic) > 1 or 0 in val.shape:
         return None
     return [-1 if i in dynamic else int(d) for i, d in enumerate(val.shape)]

@@ -977,3 +977,21 @@ def test_trigonometry_matches_fp64(fn):
     torch._dynamo.reset()
     got = torch.compile(fn, backend="ragged", dynamic=True, fullgraph=True)(grid)
     np.testing.assert_allclose(got.numpy(), fn(grid).numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_views_of_tensors_without_elements():
+    """Views with an inferred size of tensors that have a static 0 dim and a
+    symbolic one (F.bilinear on an empty batch): torch-mlir inferred the -1
+    by dividing by 0 and the process died of SIGFPE."""
+    cases = [
+        (
+            lambda x1, x2, w, b: F.bilinear(x1, x2, w, b),
+            (torch.randn(0, 3), torch.randn(0, 4), torch.randn(5, 3, 4), torch.randn(5)),
+        ),
+        (lambda x: x.view(-1, x.shape[1]).sum(1) + 1, (torch.randn(0, 7),)),
+        (lambda x: x.reshape(x.shape[1], -1, 1), (torch.randn(0, 7),)),
+    ]
+    for f, args in cases:
+        torch._dynamo.reset()
+        got = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)(*args)
+        assert got.shape == f(*args).shape
