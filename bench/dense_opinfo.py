@@ -11,7 +11,10 @@ off and compared with eager on the same inputs. Counts per outcome:
   answer, the worst outcome;
 * ``refused``: the backend refused the graph (it would run eagerly with
   fallback on), by reason;
-* ``error``: anything else (Dynamo cannot trace the op, eager fails too).
+* ``error``: anything else (Dynamo cannot trace the op, eager fails too);
+* ``crash``: the process died (a native crash in the compiler stack); the
+  ops run in a child process, which the sweep restarts after the op that
+  killed it.
 
 Random ops (``normal``, ``bernoulli``, dropout) are skipped: eager and
 compiled draw different numbers; so are ``empty`` and its kin, whose values
@@ -30,6 +33,7 @@ import collections
 import json
 import os
 import re
+import subprocess
 import sys
 import warnings
 
@@ -101,17 +105,59 @@ def run_op(op, samples: int) -> list[tuple[str, str]]:
     return results
 
 
+def _key(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def _child(keys: list[str], samples: int) -> int:
+    """Runs ``keys`` in order, one JSON line per op, flushed before the next."""
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(2)
+    by_key = {_key(op): op for op in op_db}
+    for key in keys:
+        print(json.dumps({"start": key}), flush=True)
+        print(json.dumps({"key": key, "results": run_op(by_key[key], samples)}), flush=True)
+    return 0
+
+
+def _run_all(keys: list[str], samples: int):
+    """(key, results) for each op, children restarted after a crash."""
+    while keys:
+        child = subprocess.Popen(
+            [sys.executable, __file__, "--child", ",".join(keys), "--samples", str(samples)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        started = None
+        for line in child.stdout:
+            if not line.startswith("{"):
+                continue
+            record = json.loads(line)
+            if "start" in record:
+                started = record["start"]
+            else:
+                yield record["key"], [tuple(r) for r in record["results"]]
+                keys = keys[keys.index(record["key"]) + 1 :]
+        child.wait()
+        if child.returncode != 0 and started is not None and keys and keys[0] == started:
+            yield started, [("crash", f"crash: the process died ({child.returncode})")]
+            keys = keys[1:]
+        elif child.returncode != 0:
+            break
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default=None, help="comma-separated OpInfo names (default: all)")
     parser.add_argument("--samples", type=int, default=2, help="sample inputs per op")
     parser.add_argument("--json", default=None, help="write the per-op outcomes here")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore")
-    torch.set_num_threads(2)
+    if args.child is not None:
+        return _child(args.child.split(","), args.samples)
     wanted = set(args.ops.split(",")) if args.ops else None
-    ops = [
-        op
+    keys = [
+        _key(op)
         for op in op_db
         if (wanted is None or op.name in wanted)
         and torch.float32 in op.supported_dtypes("cpu")
@@ -121,16 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     counts: collections.Counter = collections.Counter()
     reasons: collections.Counter = collections.Counter()
     per_op: dict[str, list] = {}
-    for op in ops:
-        key = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
-        results = run_op(op, args.samples)
+    for key, results in _run_all(list(dict.fromkeys(keys)), args.samples):
         per_op[key] = results
         for outcome, detail in results:
             counts[outcome] += 1
             if outcome != "ok":
                 reasons[detail if outcome != "wrong" else "wrong"] += 1
-            if outcome == "wrong":
-                print(f"WRONG {key}: {detail}", flush=True)
+            if outcome in ("wrong", "crash"):
+                print(f"{outcome.upper()} {key}: {detail}", flush=True)
         print(f"{key}: " + ", ".join(o for o, _ in results), flush=True)
     print("\nsummary:", dict(counts))
     for reason, n in reasons.most_common(40):
