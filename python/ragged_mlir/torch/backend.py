@@ -39,6 +39,7 @@ from .emit import (
     PASSTHROUGH_DIALECTS,
     ImportFailed,
     build_module,
+    count_dims_from_the_front,
     decompose,
     describe_steps,
     emits,
@@ -195,6 +196,7 @@ def compile_fx_graph(
             raise Unsupported("this ragged op has no lowering", node)
     t_start = time.perf_counter()
     guard_masked_rows(gm)
+    count_dims_from_the_front(gm)
     check_indices(gm)
     check_divisors(gm)
     widen_uint8(gm)
@@ -266,11 +268,25 @@ def compile_fx_graph(
     return graph
 
 
+def _value_sig(val):
+    """What a node's value is: a tensor's shape and dtype, a size's value or
+    expression, or those of each element of a tuple."""
+    if isinstance(val, torch.Tensor):
+        return tuple(str(d) for d in val.shape), str(val.dtype)
+    if isinstance(val, (tuple, list)):
+        return tuple(_value_sig(v) for v in val)
+    if isinstance(val, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return str(val)
+    return type(val).__name__
+
+
 def _key(gm: torch.fx.GraphModule, example_inputs, options: RaggedBackendOptions, kind: str, static) -> tuple:
-    sig = tuple(
-        (tuple(str(d) for d in x.shape), str(x.dtype)) if isinstance(x, torch.Tensor) else type(x).__name__
-        for x in example_inputs
-    )
+    # The values of every node, not only of the inputs: graphs with the same
+    # code can differ in what Dynamo specialised (`x.split([s0, s1, s2], 2)`
+    # of a 5x5x5 tensor with sizes 2, 1, 2 or 1, 3, 1), which the compiled
+    # plan bakes in.
+    sig = tuple(_value_sig(x) for x in example_inputs)
+    sig += tuple(_value_sig(n.meta.get("val")) for n in gm.graph.nodes)
     lowering = (
         options.balance_tile,
         options.attention_buckets,

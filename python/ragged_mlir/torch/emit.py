@@ -1146,6 +1146,45 @@ def _decompositions() -> dict:
     return table
 
 
+# Ops whose int ``dim`` (their second argument) indexes their first
+# argument's dims, and that torch-mlir lowers wrong with a negative one:
+# ``scatter_add(x, -1, ...)`` died of SIGSEGV, ``renorm(x, 2, -1, m)``
+# normalised the wrong slices.
+_DIM_FROM_THE_FRONT = {
+    torch.ops.aten.gather.default,
+    torch.ops.aten.scatter.src,
+    torch.ops.aten.scatter.value,
+    torch.ops.aten.scatter.reduce,
+    torch.ops.aten.scatter.value_reduce,
+    torch.ops.aten.scatter_add.default,
+    torch.ops.aten.scatter_reduce.two,
+    torch.ops.aten.index_select.default,
+}
+
+
+def count_dims_from_the_front(gm: fx.GraphModule) -> int:
+    """Rewrites a negative ``dim`` of the ops above (and ``renorm``'s, its
+    third argument) as its index from the front. Returns how many."""
+    count = 0
+    for node in gm.graph.nodes:
+        at = (
+            1
+            if node.target in _DIM_FROM_THE_FRONT
+            else 2
+            if node.target is torch.ops.aten.renorm.default
+            else None
+        )
+        if at is None or len(node.args) <= at:
+            continue
+        dim, val = node.args[at], value_of(node.args[0])
+        if isinstance(dim, int) and dim < 0 and isinstance(val, torch.Tensor):
+            node.args = (*node.args[:at], dim % max(val.dim(), 1), *node.args[at + 1 :])
+            count += 1
+    if count:
+        gm.recompile()
+    return count
+
+
 _EMBEDDING_BAGS = (torch.ops.aten._embedding_bag_forward_only.default, torch.ops.aten._embedding_bag.default)
 
 

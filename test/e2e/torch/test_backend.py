@@ -995,3 +995,29 @@ def test_views_of_tensors_without_elements():
         torch._dynamo.reset()
         got = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)(*args)
         assert got.shape == f(*args).shape
+
+
+_IDX2 = torch.tensor([[0, 5, 5], [1, 1, 2]])
+_SRC2 = torch.randn(2, 3, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: x.scatter_add(-1, _IDX2, _SRC2),
+        lambda x: x.scatter(-1, _IDX2, _SRC2),
+        lambda x: x.gather(-1, _IDX2),
+        lambda x: x.scatter_reduce(-1, _IDX2, _SRC2, "amax"),
+        lambda x: x.index_select(-1, _IDX2[0]),
+        lambda x: x.scatter(-2, _IDX2 % 4, 2.0),
+        lambda x: torch.renorm(x + 1, 2, -1, 0.5),
+    ],
+    ids=["scatter_add", "scatter", "gather", "scatter_reduce", "index_select", "scatter_value", "renorm"],
+)
+def test_negative_dims(f):
+    """A dim counted from the end: torch-mlir's scatter_add died of SIGSEGV
+    on one, and its renorm normalised the wrong slices."""
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)(x)
+    np.testing.assert_allclose(got.numpy(), f(x).numpy(), rtol=1e-6, atol=1e-6)
