@@ -1122,6 +1122,15 @@ def _embedding_bag(
     return out, empty, empty.new_zeros(bags), empty.new_zeros(bags)
 
 
+def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    # The 0-"norm" counts the nonzero elements; torch-mlir computes it as
+    # sum(|x|^0)^(1/0), inf.
+    if ord != 0:
+        return NotImplemented
+    out = (x != 0).sum(dim=dim if dim else None, keepdim=keepdim)
+    return out.to(dtype or (x.dtype if x.dtype.is_floating_point else torch.float32))
+
+
 def _decompositions() -> dict:
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
@@ -1133,6 +1142,7 @@ def _decompositions() -> dict:
     table[torch.ops.aten.repeat_interleave.Tensor] = _repeat_interleave
     table[torch.ops.aten._embedding_bag_forward_only.default] = _embedding_bag
     table[torch.ops.aten._embedding_bag.default] = _embedding_bag
+    table[torch.ops.aten.linalg_vector_norm.default] = _vector_norm
     table[torch.ops.aten.roll.default] = _roll
     table[torch.ops.aten.masked_scatter.default] = _masked_scatter
     table[torch.ops.aten.diagonal_scatter.default] = _diagonal_scatter
@@ -1200,7 +1210,7 @@ def imports_wrong(gm: fx.GraphModule) -> bool:
     cannot compile, or into a wrong result, but that the decompositions
     rewrite: a scatter_reduce without self, a negative pad, an
     embedding_bag with per-sample weights or a padding index (torch-mlir
-    ignores both).
+    ignores both), a 0-norm (torch-mlir's is inf).
     Raises :class:`Unsupported` for such an embedding_bag whose other
     results are read (a training graph's, for its backward)."""
     aten = torch.ops.aten
@@ -1215,6 +1225,11 @@ def imports_wrong(gm: fx.GraphModule) -> bool:
                 )
             return True
         if node.target is aten.scatter_reduce.two and node.kwargs.get("include_self") is False:
+            return True
+        if (
+            node.target is aten.linalg_vector_norm.default
+            and (node.args[1:2] or [node.kwargs.get("ord", 2)])[0] == 0
+        ):
             return True
         if node.target is aten.constant_pad_nd.default and any(
             isinstance(p, int) and p < 0 for p in node.args[1]

@@ -1021,3 +1021,25 @@ def test_negative_dims(f):
     torch._dynamo.reset()
     got = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)(x)
     np.testing.assert_allclose(got.numpy(), f(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: torch.norm(x, 0),
+        lambda x: torch.linalg.vector_norm(x, 0, dim=1),
+        lambda x: torch.linalg.vector_norm(x, 0, dim=(0, 1), keepdim=True),
+        lambda x: torch.linalg.vector_norm(x * 0, 0),
+        lambda x: torch.linalg.vector_norm(x.double(), 0, dim=0),
+    ],
+)
+def test_zero_norm_counts_nonzeros(f):
+    """The 0-norm counts the nonzero elements (torch-mlir's was inf)."""
+    x = torch.randn(5, 5, generator=torch.Generator().manual_seed(0))
+    x[1, 2] = 0
+    x[3] = 0
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)(x)
+    want = f(x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
