@@ -116,6 +116,6 @@ def static_view_sizes(node: fx.Node) -> list[int] | None:
     dynamic = [i for i, d in enumerate(val.shape) if not isinstance(d, int)]
     # Without elements, torch-mlir would infer the -1 by dividing by 0 and
     # kill the process (`[0, -1]` for a [0, s0] view).
-    if len(dynamic) > 1 or 0 in val.shape:
+    if len(dynamic) > 1 or any(isinstance(d, int) and d == 0 for d in val.shape):
         return None
     return [-1 if i in dynamic else int(d) for i, d in enumerate(val.shape)]
