@@ -172,17 +172,16 @@ struct ExpandTrig : OpRewritePattern<Op> {
     };
     Value sinR = f.mul(r, series(1));
     Value cosR = series(0);
-    Value quadrant = f.sub(k, f.mul(f.c(4.0), f.floor(f.mul(k, f.c(0.25)))));
-    auto is = [&](double q) { return f.cmp(arith::CmpFPredicate::OEQ, quadrant, f.c(q)); };
-    // sin x by quadrant: sin r, cos r, -sin r, -cos r; cos x: cos r, -sin r, -cos r, sin r.
-    Value swap = f.select(is(1.0), f.c(1.0), f.select(is(3.0), f.c(1.0), f.c(0.0)));
-    Value odd = f.cmp(arith::CmpFPredicate::OEQ, swap, f.c(1.0));
-    Value sinAbs = f.select(odd, cosR, sinR);
-    Value cosAbs = f.select(odd, sinR, cosR);
-    Value sinNeg = f.select(is(2.0), f.c(-1.0), f.select(is(3.0), f.c(-1.0), f.c(1.0)));
-    Value cosNeg = f.select(is(1.0), f.c(-1.0), f.select(is(2.0), f.c(-1.0), f.c(1.0)));
-    Value sinX = f.mul(sinNeg, sinAbs);
-    Value cosX = f.mul(cosNeg, cosAbs);
+    auto modulo = [&](Value v, double m) { return f.sub(v, f.mul(f.c(m), f.floor(f.div(v, f.c(m))))); };
+    // sin(q pi/2 + r) for the quadrant q in 0..3: sin r, cos r, -sin r, -cos r;
+    // cos x is sin x one quadrant on.
+    auto sinOfQuadrant = [&](Value q) {
+      Value odd = f.cmp(arith::CmpFPredicate::OEQ, modulo(q, 2.0), f.c(1.0));
+      Value magnitude = f.select(odd, cosR, sinR);
+      return f.select(f.cmp(arith::CmpFPredicate::OGE, q, f.c(2.0)), f.neg(magnitude), magnitude);
+    };
+    Value sinX = sinOfQuadrant(modulo(k, 4.0));
+    Value cosX = sinOfQuadrant(modulo(f.add(k, f.c(1.0)), 4.0));
     Value result;
     if constexpr (std::is_same_v<Op, math::SinOp>)
       result = sinX;

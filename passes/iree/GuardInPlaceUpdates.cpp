@@ -32,6 +32,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/iree/Barrier.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -48,9 +49,6 @@ namespace mlir::ragged {
 using namespace mlir;
 
 namespace {
-
-constexpr StringLiteral kBarrier = "util.optimization_barrier";
-constexpr StringLiteral kTieShape = "flow.tensor.tie_shape";
 
 bool isView(Operation *op) { return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp>(op); }
 
@@ -103,25 +101,6 @@ bool updatedInPlace(OpOperand &use) {
          use.getOperandNumber() >= user->getNumOperands() - segments.asArrayRef().back();
 }
 
-/// `value` behind a barrier; with `tieShape`, its dynamic sizes tied to
-/// `value`'s (IREE cannot resolve a barrier's dynamic sizes).
-Value barrier(PatternRewriter &rewriter, Location loc, Value value, bool tieShape) {
-  OperationState state(loc, kBarrier);
-  state.addOperands(value);
-  state.addTypes(value.getType());
-  Value hidden = rewriter.create(state)->getResult(0);
-  auto type = cast<RankedTensorType>(value.getType());
-  if (!tieShape || type.hasStaticShape())
-    return hidden;
-  OperationState tie(loc, kTieShape);
-  tie.addOperands(hidden);
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    if (type.isDynamicDim(d))
-      tie.addOperands(tensor::DimOp::create(rewriter, loc, value, d).getResult());
-  tie.addTypes(type);
-  return rewriter.create(tie)->getResult(0);
-}
-
 struct ReadABarrier : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -140,7 +119,7 @@ struct ReadABarrier : OpRewritePattern<linalg::GenericOp> {
     Value no = arith::ConstantOp::create(rewriter, loc, rewriter.getBoolAttr(false));
     Value flag = tensor::EmptyOp::create(rewriter, loc, ArrayRef<int64_t>{}, rewriter.getI1Type());
     flag = linalg::FillOp::create(rewriter, loc, no, flag).getResult(0);
-    Value hidden = barrier(rewriter, loc, flag, /*tieShape=*/false);
+    Value hidden = ragged::optimizationBarrier(rewriter, loc, flag, /*tieShape=*/false);
 
     SmallVector<Value> inputs(op.getDpsInputs());
     inputs.push_back(hidden);
@@ -210,10 +189,10 @@ struct HideViewsOfTheDestination : RewritePattern {
       Value input = use.get();
       if (llvm::is_contained(updated, &use) || !isa<TensorType>(input.getType()) ||
           input.getDefiningOp() == nullptr || !roots.contains(viewedRoot(input)) ||
-          llvm::is_contained({kBarrier, kTieShape}, input.getDefiningOp()->getName().getStringRef()))
+          llvm::is_contained({ragged::kOptimizationBarrier, ragged::kTieShape}, input.getDefiningOp()->getName().getStringRef()))
         continue;
       rewriter.setInsertionPoint(op);
-      Value hidden = barrier(rewriter, op->getLoc(), input, /*tieShape=*/true);
+      Value hidden = ragged::optimizationBarrier(rewriter, op->getLoc(), input, /*tieShape=*/true);
       rewriter.modifyOpInPlace(op, [&] { use.set(hidden); });
       changed = true;
     }
@@ -239,7 +218,7 @@ struct KeepUnreadResults : RewritePattern {
       return rewriter.notifyMatchFailure(op, "no unread result beside a read one");
     rewriter.setInsertionPointAfter(op);
     for (Value result : unread)
-      barrier(rewriter, op->getLoc(), result, /*tieShape=*/false);
+      ragged::optimizationBarrier(rewriter, op->getLoc(), result, /*tieShape=*/false);
     return success();
   }
 };

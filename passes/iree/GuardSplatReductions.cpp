@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/iree/Barrier.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -25,8 +26,6 @@ namespace mlir::ragged {
 using namespace mlir;
 
 namespace {
-
-constexpr StringLiteral kBarrier = "util.optimization_barrier";
 
 struct BroadcastHiddenScalar : OpInterfaceRewritePattern<linalg::LinalgOp> {
   using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
@@ -45,10 +44,7 @@ struct BroadcastHiddenScalar : OpInterfaceRewritePattern<linalg::LinalgOp> {
       Value scalar = fill.getInputs()[0];
       Value cell = tensor::FromElementsOp::create(rewriter, loc,
                                                   RankedTensorType::get({}, type.getElementType()), scalar);
-      OperationState state(loc, kBarrier);
-      state.addOperands(cell);
-      state.addTypes(cell.getType());
-      Value hidden = rewriter.create(state)->getResult(0);
+      Value hidden = ragged::optimizationBarrier(rewriter, loc, cell, /*tieShape=*/false);
       // The fill's init gives the shape; the broadcast does not read it.
       Value init = fill.getOutputs()[0];
       unsigned rank = type.getRank();
