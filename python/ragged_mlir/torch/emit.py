@@ -33,7 +33,7 @@ from ..dialects import arith, func, tensor
 from ..dialects import math as mmath
 from ..dialects import ragged as rd
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
-from .graph import DTYPES, DensePiece, OpStep, Plan, Unsupported, describe, value_of
+from .graph import DTYPES, DensePiece, OpStep, Plan, Unsupported, bound_args, describe, value_of
 from .reshapes import reshape_groups
 
 __all__ = [
@@ -1196,13 +1196,12 @@ def count_dims_from_the_front(gm: fx.GraphModule) -> int:
 
 
 _EMBEDDING_BAGS = (torch.ops.aten._embedding_bag_forward_only.default, torch.ops.aten._embedding_bag.default)
-
-
-def _embedding_bag_args(node: fx.Node) -> dict:
-    schema = node.target._schema
-    named = dict(zip((a.name for a in schema.arguments), node.args, strict=False))
-    named.update(node.kwargs)
-    return named
+_IMPORTS_WRONG = {
+    *_EMBEDDING_BAGS,
+    torch.ops.aten.scatter_reduce.two,
+    torch.ops.aten.linalg_vector_norm.default,
+    torch.ops.aten.constant_pad_nd.default,
+}
 
 
 def imports_wrong(gm: fx.GraphModule) -> bool:
@@ -1215,24 +1214,23 @@ def imports_wrong(gm: fx.GraphModule) -> bool:
     results are read (a training graph's, for its backward)."""
     aten = torch.ops.aten
     for node in gm.graph.nodes:
+        if node.target not in _IMPORTS_WRONG:
+            continue
+        args = bound_args(node)
         if node.target in _EMBEDDING_BAGS:
-            named = _embedding_bag_args(node)
-            if named.get("per_sample_weights") is None and named.get("padding_idx", -1) in (None, -1):
+            if args["per_sample_weights"] is None and args["padding_idx"] in (None, -1):
                 continue
             if any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users):
                 raise Unsupported(
                     "embedding_bag with per_sample_weights or padding_idx whose extra results are read", node
                 )
             return True
-        if node.target is aten.scatter_reduce.two and node.kwargs.get("include_self") is False:
+        if node.target is aten.scatter_reduce.two and args["include_self"] is False:
             return True
-        if (
-            node.target is aten.linalg_vector_norm.default
-            and (node.args[1:2] or [node.kwargs.get("ord", 2)])[0] == 0
-        ):
+        if node.target is aten.linalg_vector_norm.default and args["ord"] == 0:
             return True
         if node.target is aten.constant_pad_nd.default and any(
-            isinstance(p, int) and p < 0 for p in node.args[1]
+            isinstance(p, int) and p < 0 for p in args["pad"]
         ):
             return True
     return False

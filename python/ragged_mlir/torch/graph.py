@@ -108,6 +108,28 @@ def call_with_val(graph: fx.Graph, mode: Any, target: Callable, *args: Any, **kw
     return node
 
 
+def bound_args(node: fx.Node) -> dict:
+    """The arguments of the ATen call ``node`` by schema name, defaults
+    filled in. Raises TypeError for a required argument it lacks."""
+    schema = node.target._schema
+    out, pos = {}, list(node.args)
+    for i, arg in enumerate(schema.arguments):
+        if arg.kwarg_only:
+            if arg.name in node.kwargs:
+                out[arg.name] = node.kwargs[arg.name]
+            elif arg.has_default_value():
+                out[arg.name] = arg.default_value
+        elif i < len(pos):
+            out[arg.name] = pos[i]
+        elif arg.name in node.kwargs:
+            out[arg.name] = node.kwargs[arg.name]
+        elif arg.has_default_value():
+            out[arg.name] = arg.default_value
+        else:
+            raise TypeError(f"{node.name}: missing argument {arg.name}")
+    return out
+
+
 def is_scalar(val: Any) -> bool:
     return isinstance(val, _SCALARS)
 

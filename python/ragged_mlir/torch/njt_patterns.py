@@ -80,6 +80,7 @@ import torch.fx as fx
 from torch.utils._pytree import tree_map
 
 from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from .graph import bound_args
 
 __all__ = ["rewrite_njt_patterns", "capture_njt_sdpa"]
 
@@ -105,23 +106,10 @@ def _is_call(node: Any, *targets) -> bool:
 
 def _bind(node: fx.Node) -> dict:
     """The node's arguments by schema name, defaults filled in."""
-    schema = node.target._schema
-    out, pos = {}, list(node.args)
-    for i, arg in enumerate(schema.arguments):
-        if arg.kwarg_only:
-            if arg.name in node.kwargs:
-                out[arg.name] = node.kwargs[arg.name]
-            elif arg.has_default_value():
-                out[arg.name] = arg.default_value
-        elif i < len(pos):
-            out[arg.name] = pos[i]
-        elif arg.name in node.kwargs:
-            out[arg.name] = node.kwargs[arg.name]
-        elif arg.has_default_value():
-            out[arg.name] = arg.default_value
-        else:
-            raise _NoMatch(f"{node.name}: missing argument {arg.name}")
-    return out
+    try:
+        return bound_args(node)
+    except TypeError as e:
+        raise _NoMatch(str(e)) from e
 
 
 def _val(node: Any):
