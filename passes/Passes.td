@@ -400,9 +400,13 @@ def ExpandMathPass : Pass<"ragged-expand-math"> {
     fraction above. Upstream's polynomial approximations target f32 and
     would leave f64 results with f32 accuracy.
 
-    f32 `sin`, `cos` and `tan` are computed in f64 and rounded back: IREE's f32 versions reduce the argument in f32, and were
-    off by 2.3e-4 at arguments in [1000, 8192] (rotary embeddings' range),
-    and by 2% relative next to tan's poles; its f64 versions are exact.
+    f64 `sin`, `cos` and `tan` become arithmetic and `floor` (a Cody-Waite
+    reduction by pi/2, Taylor series on |r| <= pi/4): IREE lowered them to
+    libm calls its embedded linker cannot resolve wherever it did not
+    vectorise them. f32 ones are computed through them and rounded back:
+    IREE's f32 versions reduce the argument in f32, and were off by 2.3e-4
+    at arguments in [1000, 8192] (rotary embeddings' range), and by 2%
+    relative next to tan's poles.
 
     Before:
     ```mlir
