@@ -1,12 +1,13 @@
 """PyTorch's OpInfo samples of dense ops through backend="ragged".
 
 Every op in ``torch.testing._internal.common_methods_invocations.op_db``
-that runs on f32 on the CPU: its first ``--samples`` sample inputs, each
+that runs on ``--dtype`` (f32 by default; f64 and bf16 too) on the CPU: its
+first ``--samples`` sample inputs, each
 compiled with ``torch.compile(backend="ragged", dynamic=True)`` with fallback
 off and compared with eager on the same inputs. Counts per outcome:
 
-* ``ok``: equal to eager (``torch.testing.assert_close``'s f32 tolerances,
-  NaNs equal, integers exact);
+* ``ok``: equal to eager (``torch.testing.assert_close``'s tolerances for
+  the dtype, NaNs equal, integers exact);
 * ``wrong``: it compiled and ran but differs from eager: a silent wrong
   answer, the worst outcome;
 * ``refused``: the backend refused the graph (it would run eagerly with
@@ -23,7 +24,7 @@ side, so an op's in-place update cannot leak between them. The wrong
 answers are listed with their op, sample and largest difference. About half
 an hour for all ops on 2 cores::
 
-    python bench/dense_opinfo.py [--ops abs,add,...] [--samples 2] [--json out.json]
+    python bench/dense_opinfo.py [--ops abs,add,...] [--samples 2] [--dtype f64] [--json out.json]
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import ragged_mlir.torch  # noqa: E402, F401  (registers the backend)
 RANDOM = re.compile(r"normal|uniform|bernoulli|dropout|rand|multinomial|cauchy|exponential|geometric|poisson")
 # Ops whose values are undefined (uninitialised memory).
 UNDEFINED = re.compile(r"^(new_)?empty")
+DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16}
 
 
 def _clone(value):
@@ -75,11 +77,11 @@ def _reason(e: Exception) -> str:
     return f"error: {type(e).__name__}: " + (text.strip().splitlines() or [""])[0][:140]
 
 
-def run_op(op, samples: int) -> list[tuple[str, str]]:
+def run_op(op, samples: int, dtype: torch.dtype = torch.float32) -> list[tuple[str, str]]:
     """(outcome, detail) of each of ``op``'s first ``samples`` samples."""
     results = []
     try:
-        inputs = list(op.sample_inputs("cpu", torch.float32, requires_grad=False))[:samples]
+        inputs = list(op.sample_inputs("cpu", dtype, requires_grad=False))[:samples]
     except Exception as e:
         return [("error", f"error: samples: {type(e).__name__}")]
     for i, sample in enumerate(inputs):
@@ -109,22 +111,31 @@ def _key(op) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-def _child(keys: list[str], samples: int) -> int:
+def _child(keys: list[str], samples: int, dtype: torch.dtype) -> int:
     """Runs ``keys`` in order, one JSON line per op, flushed before the next."""
     warnings.filterwarnings("ignore")
     torch.set_num_threads(2)
     by_key = {_key(op): op for op in op_db}
     for key in keys:
         print(json.dumps({"start": key}), flush=True)
-        print(json.dumps({"key": key, "results": run_op(by_key[key], samples)}), flush=True)
+        print(json.dumps({"key": key, "results": run_op(by_key[key], samples, dtype)}), flush=True)
     return 0
 
 
-def _run_all(keys: list[str], samples: int):
+def _run_all(keys: list[str], samples: int, dtype: str):
     """(key, results) for each op, children restarted after a crash."""
     while keys:
         child = subprocess.Popen(
-            [sys.executable, __file__, "--child", ",".join(keys), "--samples", str(samples)],
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                ",".join(keys),
+                "--samples",
+                str(samples),
+                "--dtype",
+                dtype,
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -150,24 +161,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default=None, help="comma-separated OpInfo names (default: all)")
     parser.add_argument("--samples", type=int, default=2, help="sample inputs per op")
+    parser.add_argument("--dtype", default="f32", choices=sorted(DTYPES), help="the samples' dtype")
     parser.add_argument("--json", default=None, help="write the per-op outcomes here")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        return _child(args.child.split(","), args.samples)
+        return _child(args.child.split(","), args.samples, DTYPES[args.dtype])
     wanted = set(args.ops.split(",")) if args.ops else None
     keys = [
         _key(op)
         for op in op_db
         if (wanted is None or op.name in wanted)
-        and torch.float32 in op.supported_dtypes("cpu")
+        and DTYPES[args.dtype] in op.supported_dtypes("cpu")
         and not RANDOM.search(op.name)
         and not UNDEFINED.search(op.name)
     ]
     counts: collections.Counter = collections.Counter()
     reasons: collections.Counter = collections.Counter()
     per_op: dict[str, list] = {}
-    for key, results in _run_all(list(dict.fromkeys(keys)), args.samples):
+    for key, results in _run_all(list(dict.fromkeys(keys)), args.samples, args.dtype):
         per_op[key] = results
         for outcome, detail in results:
             counts[outcome] += 1
