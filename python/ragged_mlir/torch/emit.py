@@ -285,6 +285,14 @@ def _map_elements(value: ir.Value, element: ir.Type, fn: Callable[[ir.Value], ir
     )
 
 
+def _loop_index(dim: int) -> ir.Value:
+    """In a linalg.generic's body: the index of its loop ``dim``."""
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.Operation.create(
+        "linalg.index", results=[ir.IndexType.get()], attributes={"dim": ir.IntegerAttr.get(i64, dim)}
+    ).result
+
+
 def _sizes(value: ir.Value) -> list:
     """The sizes of the ranked tensor ``value``: ints, and index values
     (``tensor.dim``) for its dynamic dims."""
@@ -465,10 +473,7 @@ def _row_range(em: Emitter, node: fx.Node) -> ir.Value:
     rows = _index(tensor.extract(off, [last]))
 
     def at(_):
-        loop = ir.Operation.create(
-            "linalg.index", results=[index], attributes={"dim": ir.IntegerAttr.get(i64, 0)}
-        )
-        return arith.index_cast(i64, loop.result)
+        return arith.index_cast(i64, _loop_index(0))
 
     iota = _generic([], tensor.empty([rows], i64), ["(d0)"], ["parallel"], at)
     return em.cast(iota, value_type(node))
@@ -581,9 +586,44 @@ def _scatter_rows(
     return em.cast(scatter.result, value_type(node))
 
 
+def _scan(
+    value: ir.Value, dim: int, identity: float | int, step: Callable[[ir.Value, ir.Value], ir.Value]
+) -> ir.Value:
+    """The inclusive scan of ``value`` along ``dim`` (a tm_tensor.scan):
+    ``step(accumulated, element)`` combines, ``identity`` starts each row."""
+    vt = ir.RankedTensorType(value.type)
+    element = vt.element_type
+    sizes = _sizes(value)
+    loops = [f"d{k}" for k in range(vt.rank)]
+
+    def filled(shape: list) -> ir.Value:
+        dims = "(" + ", ".join(loops[: len(shape)]) + ")"
+        constant = lambda _: arith.constant(element, identity)  # noqa: E731
+        return _generic([], tensor.empty(shape, element), [dims], ["parallel"] * len(shape), constant)
+
+    rest = [d for k, d in enumerate(sizes) if k != dim]
+    scan = ir.Operation.create(
+        "tm_tensor.scan",
+        results=[
+            value.type,
+            ir.RankedTensorType.get([d for k, d in enumerate(vt.shape) if k != dim], element),
+        ],
+        operands=[value, filled(sizes), filled(rest)],
+        attributes={
+            "dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
+            "inclusive": ir.BoolAttr.get(True),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 2]),
+        },
+        regions=1,
+    )
+    block = scan.regions[0].blocks.append(element, element)
+    with ir.InsertionPoint(block):
+        ir.Operation.create("tm_tensor.yield", operands=[step(*block.arguments)])
+    return scan.results[0]
+
+
 def _logcumsumexp_claims(node: fx.Node) -> bool:
-    val = value_of(node.args[0])
-    return val.dim() > 0 and val.dtype in (torch.float32, torch.float64)
+    return value_of(node.args[0]).dtype in (torch.float32, torch.float64)
 
 
 @lowering(
@@ -596,43 +636,96 @@ def _logcumsumexp(em: Emitter, node: fx.Node) -> ir.Value:
     x, dim = node.args
     value = em[x]
     vt = ir.RankedTensorType(value.type)
-    dim %= vt.rank
-    if 0 in vt.shape:
-        return em.cast(value, value_type(node))  # no elements: IREE cannot compile a scan of none
+    if vt.rank == 0 or 0 in vt.shape:
+        # A scalar is its own scan; and IREE cannot compile a scan of no elements.
+        return em.cast(value, value_type(node))
     element = vt.element_type
-    sizes = _sizes(value)
-    loops = [f"d{k}" for k in range(vt.rank)]
 
-    def minus_infinity(shape: list) -> ir.Value:
-        init = tensor.empty(shape, element)
-        dims = "(" + ", ".join(loops[: len(shape)]) + ")"
-        return _generic(
-            [], init, [dims], ["parallel"] * len(shape), lambda _: arith.constant(element, float("-inf"))
-        )
-
-    scan = ir.Operation.create(
-        "tm_tensor.scan",
-        results=[
-            value.type,
-            ir.RankedTensorType.get([d for k, d in enumerate(vt.shape) if k != dim], element),
-        ],
-        operands=[value, minus_infinity(sizes), minus_infinity([d for k, d in enumerate(sizes) if k != dim])],
-        attributes={
-            "dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
-            "inclusive": ir.BoolAttr.get(True),
-            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 2]),
-        },
-        regions=1,
-    )
-    block = scan.regions[0].blocks.append(element, element)
-    with ir.InsertionPoint(block):
-        a, b = block.arguments
+    def logaddexp(a: ir.Value, b: ir.Value) -> ir.Value:
         high, low = arith.maximumf(a, b), arith.minimumf(a, b)
         step = arith.addf(high, mmath.log1p(mmath.exp(arith.subf(low, high))))
         # Both -inf (an empty prefix): -inf, not the NaN of -inf - -inf.
         empty = arith.cmpf(arith.CmpFPredicate.OEQ, high, arith.constant(element, float("-inf")))
-        ir.Operation.create("tm_tensor.yield", operands=[arith.select(empty, high, step)])
-    return em.cast(scan.results[0], value_type(node))
+        return arith.select(empty, high, step)
+
+    return em.cast(_scan(value, dim % vt.rank, float("-inf"), logaddexp), value_type(node))
+
+
+_EXTREME_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
+
+
+def _cumulative_extreme_claims(node: fx.Node) -> bool:
+    return value_of(node.args[0]).dtype in _EXTREME_DTYPES
+
+
+def _cumulative_extreme(em: Emitter, node: fx.Node, largest: bool) -> tuple[ir.Value, ir.Value]:
+    """cummax / cummin as two scans: the running extreme, then the running
+    largest index at which an element equals it. As in ATen, a tie moves
+    the index to the later element, and a NaN, once seen, is the value from
+    there on, at the index of the latest NaN."""
+    x, dim = node.args
+    value = em[x]
+    vt = ir.RankedTensorType(value.type)
+    floating = value_of(x).dtype.is_floating_point
+    i64 = ir.IntegerType.get_signless(64)
+    values_val, indices_val = value_of(node)
+    if vt.rank == 0 or 0 in vt.shape:
+        # A scalar is its own extreme, at index 0; and IREE cannot compile
+        # a scan of no elements.
+        zero = lambda _: arith.constant(i64, 0)  # noqa: E731
+        rank = "(" + ", ".join(f"d{k}" for k in range(vt.rank)) + ")"
+        zeros = _generic([], tensor.empty(_sizes(value), i64), [rank], ["parallel"] * vt.rank, zero)
+        return em.cast(value, tensor_type(values_val)), em.cast(zeros, tensor_type(indices_val))
+    dim %= vt.rank
+    if floating:
+        identity = float("-inf") if largest else float("inf")
+        combine = arith.maximumf if largest else arith.minimumf  # NaN propagates
+    else:
+        width = torch.iinfo(value_of(x).dtype).bits
+        identity = -(1 << (width - 1)) if largest else (1 << (width - 1)) - 1
+        combine = arith.maxsi if largest else arith.minsi
+    extremes = _scan(value, dim, identity, combine)
+    # Where an element is the running extreme (or a NaN): its index along
+    # dim, else -1; the running max of that is the extreme's latest index.
+    dims = "(" + ", ".join(f"d{k}" for k in range(vt.rank)) + ")"
+
+    def index_if_extreme(a: ir.Value, running: ir.Value, _out: ir.Value) -> ir.Value:
+        if floating:
+            hit = arith.ori(
+                arith.cmpf(arith.CmpFPredicate.OEQ, a, running), arith.cmpf(arith.CmpFPredicate.UNO, a, a)
+            )
+        else:
+            hit = arith.cmpi(arith.CmpIPredicate.eq, a, running)
+        position = arith.index_cast(i64, _loop_index(dim))
+        return arith.select(hit, position, arith.constant(i64, -1))
+
+    candidates = _generic(
+        [value, extremes],
+        tensor.empty(_sizes(value), i64),
+        [dims] * 3,
+        ["parallel"] * vt.rank,
+        index_if_extreme,
+    )
+    indices = _scan(candidates, dim, -1, arith.maxsi)
+    return em.cast(extremes, tensor_type(values_val)), em.cast(indices, tensor_type(indices_val))
+
+
+@lowering(
+    torch.ops.aten.cummax.default,
+    "two scans (tm_tensor.scan): the running maximum, then its latest index; torch-mlir has no lowering",
+    claims=_cumulative_extreme_claims,
+)
+def _cummax(em: Emitter, node: fx.Node) -> tuple[ir.Value, ir.Value]:
+    return _cumulative_extreme(em, node, largest=True)
+
+
+@lowering(
+    torch.ops.aten.cummin.default,
+    "two scans (tm_tensor.scan): the running minimum, then its latest index; torch-mlir has no lowering",
+    claims=_cumulative_extreme_claims,
+)
+def _cummin(em: Emitter, node: fx.Node) -> tuple[ir.Value, ir.Value]:
+    return _cumulative_extreme(em, node, largest=False)
 
 
 @lowering(torch.ops.ragged.segment_softmax.default, "softmax over each item's rows, per column")

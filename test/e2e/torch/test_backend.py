@@ -888,7 +888,7 @@ def test_reductions_of_constants(dynamic):
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_logcumsumexp_is_stable(dim):
     """A scan whose step is logaddexp: values far above exp's f32 range,
-    -inf and NaN entries, an empty dim, f64, against fp64 eager (torch-mlir's
+    -inf and NaN entries, an empty dim, f64, a scalar, against fp64 eager (torch-mlir's
     lowering exponentiated first and gave inf above 88)."""
     g = torch.Generator().manual_seed(0)
     inputs = [
@@ -898,15 +898,57 @@ def test_logcumsumexp_is_stable(dim):
         ),
         torch.randn(3, 0),
         torch.randn(4, 300, generator=g, dtype=torch.float64),
+        torch.tensor(-3.0),
     ]
     for x in inputs:
         torch._dynamo.reset()
+        d = dim if x.dim() > 1 else 0
         got = torch.compile(
-            lambda x: torch.logcumsumexp(x, dim), backend="ragged", dynamic=True, fullgraph=True
+            lambda x, d=d: torch.logcumsumexp(x, d), backend="ragged", dynamic=True, fullgraph=True
         )(x)
-        want = torch.logcumsumexp(x.double(), dim)
+        want = torch.logcumsumexp(x.double(), d)
         assert got.dtype == x.dtype
         np.testing.assert_allclose(got.double().numpy(), want.numpy(), rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", [torch.cummax, torch.cummin])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumulative_extremes_match_eager(op, dim):
+    """cummax and cummin, which torch-mlir cannot lower: values and indices
+    equal eager's on ties (the later index wins), NaNs (a NaN is the value
+    from there on, at the latest NaN's index), infinities, integers, f64, a
+    long dim, an empty one and a scalar."""
+    g = torch.Generator().manual_seed(0)
+    nan, inf = float("nan"), float("inf")
+    inputs = [
+        torch.randn(5, 7, generator=g),
+        torch.tensor([[1.0, 3.0, 3.0, 2.0, nan, 5.0, nan, 1.0], [-inf, -inf, 2.0, 2.0, inf, inf, -1.0, 0.0]]),
+        torch.randint(-3, 3, (4, 9), generator=g),
+        torch.randint(-3, 3, (3, 2, 5), generator=g, dtype=torch.int32),
+        torch.randn(2, 2000, generator=g, dtype=torch.float64),
+        torch.randn(3, 0),
+        torch.tensor(2.5),
+    ]
+    for x in inputs:
+        torch._dynamo.reset()
+        d = dim if x.dim() > 1 else 0
+        got = torch.compile(lambda x, d=d: op(x, d), backend="ragged", dynamic=True, fullgraph=True)(x)
+        want = op(x, d)
+        torch.testing.assert_close(got.values, want.values, equal_nan=True, rtol=0, atol=0)
+        assert torch.equal(got.indices, want.indices), (x, got.indices, want.indices)
+
+
+def test_cumulative_extremes_train():
+    """The gradient of cummax and cummin (scattered by their indices) equals eager's."""
+    x = torch.randn(30, 100, generator=torch.Generator().manual_seed(0), requires_grad=True)
+
+    def f(x):
+        return torch.cummax(x * 2, 1).values.sum() + torch.cummin(x, 0).values.square().sum()
+
+    torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)(x).backward()
+    got, x.grad = x.grad, None
+    f(x).backward()
+    torch.testing.assert_close(got, x.grad)
 
 
 @pytest.mark.parametrize(
