@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import operator
 import os
 import re
@@ -1218,10 +1219,33 @@ def _embedding_bag(
 def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     # The 0-"norm" counts the nonzero elements; torch-mlir computes it as
     # sum(|x|^0)^(1/0), inf.
-    if ord != 0:
+    if isinstance(ord, (int, float)) and ord != 0:
         return NotImplemented
-    out = (x != 0).sum(dim=dim if dim else None, keepdim=keepdim)
-    return out.to(dtype or (x.dtype if x.dtype.is_floating_point else torch.float32))
+    out_dtype = dtype or (x.dtype if x.dtype.is_floating_point else torch.float32)
+    dims = dim if dim else None
+    count = (x != 0).sum(dim=dims, keepdim=keepdim).to(out_dtype)
+    if isinstance(ord, (int, float)):
+        return count
+    # An order known only at run time (a symbolic scalar): every case,
+    # chosen on the device; torch-mlir's formula holds for finite nonzero
+    # orders only.
+    a = x.abs().to(out_dtype)
+    p = torch.scalar_tensor(ord, dtype=out_dtype, device=x.device)
+    reduce_all = dims if dims is not None else list(range(x.dim()))
+    general = a.pow(p).sum(dim=dims, keepdim=keepdim).pow(1 / p)
+    largest = a.amax(dim=reduce_all, keepdim=keepdim)
+    smallest = a.amin(dim=reduce_all, keepdim=keepdim)
+    infinite = torch.where(p > 0, largest, smallest)
+    return torch.where(p == 0, count, torch.where(p.isinf(), infinite, general))
+
+
+def _rad2deg(x):
+    # torch-mlir multiplies by 57.295827908797776 (180 / pi is 57.29577951308232).
+    return (
+        x * (180 / math.pi)
+        if x.dtype.is_floating_point
+        else x.to(torch.get_default_dtype()) * (180 / math.pi)
+    )
 
 
 def _decompositions() -> dict:
@@ -1236,6 +1260,7 @@ def _decompositions() -> dict:
     table[torch.ops.aten._embedding_bag_forward_only.default] = _embedding_bag
     table[torch.ops.aten._embedding_bag.default] = _embedding_bag
     table[torch.ops.aten.linalg_vector_norm.default] = _vector_norm
+    table[torch.ops.aten.rad2deg.default] = _rad2deg
     table[torch.ops.aten.roll.default] = _roll
     table[torch.ops.aten.masked_scatter.default] = _masked_scatter
     table[torch.ops.aten.diagonal_scatter.default] = _diagonal_scatter
@@ -1294,6 +1319,7 @@ _IMPORTS_WRONG = {
     torch.ops.aten.scatter_reduce.two,
     torch.ops.aten.linalg_vector_norm.default,
     torch.ops.aten.constant_pad_nd.default,
+    torch.ops.aten.rad2deg.default,
 }
 
 
@@ -1302,7 +1328,9 @@ def imports_wrong(gm: fx.GraphModule) -> bool:
     cannot compile, or into a wrong result, but that the decompositions
     rewrite: a scatter_reduce without self, a negative pad, an
     embedding_bag with per-sample weights or a padding index (torch-mlir
-    ignores both), a 0-norm (torch-mlir's is inf).
+    ignores both), a 0-norm (torch-mlir's is inf) or one of an order known
+    only at run time, rad2deg (torch-mlir's constant is off in the sixth
+    digit).
     Raises :class:`Unsupported` for such an embedding_bag whose other
     results are read (a training graph's, for its backward)."""
     aten = torch.ops.aten
@@ -1320,7 +1348,11 @@ def imports_wrong(gm: fx.GraphModule) -> bool:
             return True
         if node.target is aten.scatter_reduce.two and args["include_self"] is False:
             return True
-        if node.target is aten.linalg_vector_norm.default and args["ord"] == 0:
+        if node.target is aten.linalg_vector_norm.default and not (
+            isinstance(args["ord"], (int, float)) and args["ord"] != 0
+        ):
+            return True  # a 0-norm, or an order known only at run time
+        if node.target is aten.rad2deg.default:
             return True
         if node.target is aten.constant_pad_nd.default and any(
             isinstance(p, int) and p < 0 for p in args["pad"]
