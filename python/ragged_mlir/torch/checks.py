@@ -162,7 +162,8 @@ def check_indices(gm: fx.GraphModule) -> int:
             mode = getattr(index.meta["val"], "fake_mode", None)
             if mode is None or statically_known_true(index.meta["val"].numel() == 0):
                 continue
-            size = x.meta["val"].shape[dim]
+            shape = x.meta["val"].shape
+            size = shape[dim] if len(shape) else 1  # a scalar indexes as one element
             with _early(graph, [index] + ([] if isinstance(size, int) else [x])):
                 n = size if isinstance(size, int) else _add(graph, mode, aten.sym_size.int, x, dim)
                 if negative:

@@ -1112,3 +1112,12 @@ def test_rad2deg_constant(dtype):
     assert got.dtype == want.dtype
     exact = dtype == torch.float64
     torch.testing.assert_close(got, want, rtol=1e-15 if exact else None, atol=0 if exact else None)
+
+
+def test_index_select_of_a_scalar():
+    """A scalar indexes as one element (the index check failed with an
+    IndexError of its own)."""
+    x, idx = torch.tensor(2.5), torch.tensor([0])
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, i: torch.index_select(x, 0, i) * 2, backend="ragged", dynamic=True)
+    torch.testing.assert_close(compiled(x, idx), torch.tensor(5.0))
