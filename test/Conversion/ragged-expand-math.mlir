@@ -73,3 +73,41 @@ func.func @trig_f32(%x: f32, %h: f16) -> (f32, f32, f16) {
   %s = math.sin %h : f16
   return %c, %t, %s : f32, f32, f16
 }
+
+// f64 atan, asin, acos and atan2 reduce to atan on [0, 1] (a Taylor series
+// after a shift by k pi/12) and copy the sign back; no libm call is left.
+// CHECK-LABEL: func.func @inverse_trig_f64
+// CHECK-NOT:     math.atan
+// CHECK-NOT:     math.asin
+// CHECK-NOT:     math.acos
+// CHECK:         math.absf %arg0 : f64
+// CHECK:         math.copysign
+// CHECK:         math.sqrt
+// CHECK:         math.copysign
+// CHECK:         math.sqrt
+// CHECK:         math.copysign
+// CHECK:         return
+func.func @inverse_trig_f64(%x: f64, %y: f64) -> (f64, f64, f64, f64) {
+  %a = math.atan %x : f64
+  %b = math.asin %x : f64
+  %c = math.acos %x : f64
+  %d = math.atan2 %y, %x : f64
+  return %a, %b, %c, %d : f64, f64, f64, f64
+}
+
+// f64 log2 and log10: the exponent from the bits, log of the mantissa in
+// [sqrt(1/2), sqrt(2)); f32 is left to IREE.
+// CHECK-LABEL: func.func @log_bases
+// CHECK-NOT:     math.log2 %arg0
+// CHECK:         arith.bitcast %arg0 : f64 to i64
+// CHECK:         arith.shrui
+// CHECK:         math.log
+// CHECK:         arith.select
+// CHECK-NOT:     math.log10 %arg0
+// CHECK:         math.log2 %arg1 : f32
+func.func @log_bases(%x: f64, %h: f32) -> (f64, f64, f32) {
+  %a = math.log2 %x : f64
+  %b = math.log10 %x : f64
+  %c = math.log2 %h : f32
+  return %a, %b, %c : f64, f64, f32
+}
