@@ -8,7 +8,8 @@
 // upstream's f32 polynomial approximations. Its f64 sin, cos, tan, atan,
 // atan2, asin, acos, log2 and log10 become libm calls its linker cannot
 // resolve, so they are expanded too. Its f32 sin, cos and tan lose precision
-// in their argument reduction, so those are computed in f64.
+// in their argument reduction, and its f32 log2 and log10 can become libm
+// calls too, so those are computed in f64.
 //
 //===----------------------------------------------------------------------===//
 
@@ -326,10 +327,11 @@ struct ExpandLogBase : OpRewritePattern<Op> {
 /// sin, cos and tan of f32 are computed in f64 and rounded back. IREE's f32 versions reduce
 /// the argument in f32: against fp64, sin and cos were off by 3.8e-7 on
 /// [-10, 10] and 2.3e-4 on [1000, 8192] (rotary position embeddings' range),
-/// where torch's are within 3.6e-8; tan near its poles by 2% relative. The
-/// f64 ops are then expanded (ExpandTrig).
+/// where torch's are within 3.6e-8; tan near its poles by 2% relative. So
+/// are log2 and log10, which IREE left as libm calls (log10f) on a 1-D
+/// dynamic extent. The f64 ops are then expanded (ExpandTrig, ExpandLogBase).
 template <typename Op>
-struct TrigInF64 : OpRewritePattern<Op> {
+struct ViaF64 : OpRewritePattern<Op> {
   using OpRewritePattern<Op>::OpRewritePattern;
   LogicalResult matchAndRewrite(Op op, PatternRewriter &rewriter) const override {
     Type type = op.getType();
@@ -357,7 +359,8 @@ struct ExpandMathPass : ragged::impl::ExpandMathPassBase<ExpandMathPass> {
 
 void mlir::ragged::populateExpandF64MathPatterns(RewritePatternSet &patterns) {
   patterns.add<ExpandTanh, ExpandErf, ExpandTrig<math::SinOp>, ExpandTrig<math::CosOp>, ExpandTrig<math::TanOp>,
-               TrigInF64<math::SinOp>, TrigInF64<math::CosOp>, TrigInF64<math::TanOp>,
+               ViaF64<math::SinOp>, ViaF64<math::CosOp>, ViaF64<math::TanOp>, ViaF64<math::Log2Op>,
+               ViaF64<math::Log10Op>,
                ExpandInverseTrig<math::AtanOp>, ExpandInverseTrig<math::AsinOp>, ExpandInverseTrig<math::AcosOp>,
                ExpandAtan2, ExpandLogBase<math::Log2Op>, ExpandLogBase<math::Log10Op>>(patterns.getContext());
 }

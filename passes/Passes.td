@@ -411,7 +411,9 @@ def ExpandMathPass : Pass<"ragged-expand-math"> {
     f64 `atan`, `asin`, `acos` and `atan2` reduce to atan on [0, 1], shifted
     by k pi/12 and summed by its Taylor series; f64 `log2` and `log10` take
     the exponent from the bits and the log of the mantissa. IREE lowered all
-    of them to libm calls too. Each is within 2 ulps of libm.
+    of them to libm calls too. Each is within 2 ulps of libm. f32 `log2`
+    and `log10`, which IREE left as libm calls on a 1-D dynamic extent,
+    are computed through them and rounded back.
 
     Before:
     ```mlir

@@ -96,18 +96,23 @@ func.func @inverse_trig_f64(%x: f64, %y: f64) -> (f64, f64, f64, f64) {
 }
 
 // f64 log2 and log10: the exponent from the bits, log of the mantissa in
-// [sqrt(1/2), sqrt(2)); f32 is left to IREE.
+// [sqrt(1/2), sqrt(2)); f32 goes through f64 (IREE left log10f calls), f16
+// is left to IREE.
 // CHECK-LABEL: func.func @log_bases
 // CHECK-NOT:     math.log2 %arg0
 // CHECK:         arith.bitcast %arg0 : f64 to i64
 // CHECK:         arith.shrui
 // CHECK:         math.log
 // CHECK:         arith.select
-// CHECK-NOT:     math.log10 %arg0
-// CHECK:         math.log2 %arg1 : f32
-func.func @log_bases(%x: f64, %h: f32) -> (f64, f64, f32) {
+// CHECK-NOT:     math.log10
+// CHECK:         arith.extf %arg1 : f32 to f64
+// CHECK:         arith.bitcast %{{.*}} : f64 to i64
+// CHECK:         arith.truncf %{{.*}} : f64 to f32
+// CHECK:         math.log2 %arg2 : f16
+func.func @log_bases(%x: f64, %h: f32, %q: f16) -> (f64, f64, f32, f16) {
   %a = math.log2 %x : f64
   %b = math.log10 %x : f64
-  %c = math.log2 %h : f32
-  return %a, %b, %c : f64, f64, f32
+  %c = math.log10 %h : f32
+  %d = math.log2 %q : f16
+  return %a, %b, %c, %d : f64, f64, f32, f16
 }

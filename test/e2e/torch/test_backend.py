@@ -1067,6 +1067,19 @@ def test_f64_math_without_libm(fn):
     assert float(ulps.max()) <= 2, float(ulps.max())
 
 
+@pytest.mark.parametrize("fn", [torch.log2, torch.log10], ids=["log2", "log10"])
+def test_f32_log_bases_on_one_dynamic_dim(fn):
+    """f32 log2 and log10 over a 1-D dynamic extent, which IREE left as a
+    libm call (log10f) it could not link, equal fp64's rounded to f32."""
+    x = torch.cat(
+        [torch.rand(2000, generator=torch.Generator().manual_seed(0)) * 1000, torch.tensor([1.0, 8.0, 1e3])]
+    )
+    x = torch.cat([x, torch.tensor([0.0, -1.0, float("inf"), float("nan")])])
+    torch._dynamo.reset()
+    got = torch.compile(fn, backend="ragged", dynamic=True, fullgraph=True)(x)
+    torch.testing.assert_close(got, fn(x.double()).float(), rtol=0, atol=0, equal_nan=True)
+
+
 def test_views_of_tensors_without_elements():
     """Views with an inferred size of tensors that have a static 0 dim and a
     symbolic one (F.bilinear on an empty batch): torch-mlir inferred the -1
