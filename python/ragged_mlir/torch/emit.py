@@ -652,6 +652,31 @@ def _logcumsumexp(em: Emitter, node: fx.Node) -> ir.Value:
     return em.cast(_scan(value, dim % vt.rank, float("-inf"), logaddexp), value_type(node))
 
 
+@lowering(
+    torch.ops.aten.signbit.default,
+    "the sign bit of a float's bits (-0.0 and a negative NaN included); torch-mlir has no lowering",
+)
+def _signbit(em: Emitter, node: fx.Node) -> ir.Value:
+    (x,) = node.args
+    dtype = value_of(x).dtype
+    value = em[x]
+    i1 = ir.IntegerType.get_signless(1)
+    if dtype.is_floating_point:
+        bits = ir.IntegerType.get_signless(torch.finfo(dtype).bits)
+        zero = arith.constant(bits, 0)
+        sign = _map_elements(
+            value, i1, lambda v: arith.cmpi(arith.CmpIPredicate.slt, arith.bitcast(bits, v), zero)
+        )
+    elif dtype.is_signed:
+        element = ir.RankedTensorType(value.type).element_type
+        sign = _map_elements(
+            value, i1, lambda v: arith.cmpi(arith.CmpIPredicate.slt, v, arith.constant(element, 0))
+        )
+    else:
+        sign = _map_elements(value, i1, lambda v: arith.constant(i1, 0))
+    return em.cast(sign, value_type(node))
+
+
 _EXTREME_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
 
 
@@ -1239,6 +1264,19 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return torch.where(p == 0, count, torch.where(p.isinf(), infinite, general))
 
 
+def _copysign(a, b):
+    # |a| with the sign bit of b: signbit has a lowering of its own
+    # (torch-mlir has none for either).
+    dtype = torch.result_type(a, b)
+    if not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+    magnitude = a.to(dtype).abs()
+    negative = torch.signbit(b) if isinstance(b, torch.Tensor) else math.copysign(1.0, b) < 0
+    if isinstance(negative, bool):
+        return -magnitude if negative else magnitude
+    return torch.where(negative, -magnitude, magnitude)
+
+
 def _rad2deg(x):
     # torch-mlir multiplies by 57.295827908797776 (180 / pi is 57.29577951308232).
     return (
@@ -1261,6 +1299,8 @@ def _decompositions() -> dict:
     table[torch.ops.aten._embedding_bag.default] = _embedding_bag
     table[torch.ops.aten.linalg_vector_norm.default] = _vector_norm
     table[torch.ops.aten.rad2deg.default] = _rad2deg
+    table[torch.ops.aten.copysign.Tensor] = _copysign
+    table[torch.ops.aten.copysign.Scalar] = _copysign
     table[torch.ops.aten.roll.default] = _roll
     table[torch.ops.aten.masked_scatter.default] = _masked_scatter
     table[torch.ops.aten.diagonal_scatter.default] = _diagonal_scatter

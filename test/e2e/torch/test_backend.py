@@ -1180,3 +1180,26 @@ def test_index_select_of_a_scalar():
     torch._dynamo.reset()
     compiled = torch.compile(lambda x, i: torch.index_select(x, 0, i) * 2, backend="ragged", dynamic=True)
     torch.testing.assert_close(compiled(x, idx), torch.tensor(5.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.uint8])
+def test_signbit_and_copysign(dtype):
+    """signbit reads the sign bit (-0.0 and a negative NaN count as
+    negative) and copysign takes it from a tensor or a scalar; torch-mlir
+    could lower neither."""
+    nan = float("nan")
+    if dtype.is_floating_point:
+        x = torch.tensor([0.0, -0.0, 1.5, -1.5, nan, -nan, float("inf"), float("-inf"), 1e-30, -1e-30])
+    else:
+        x = torch.tensor([0, 1, 5, 3]) - (0 if dtype == torch.uint8 else 2)
+    x = x.to(dtype)
+    cases = [torch.signbit, lambda x: torch.copysign(x, -x), lambda x: torch.copysign(x, -2.0)]
+    for f in cases:
+        torch._dynamo.reset()
+        got = torch.compile(f, backend="ragged", dynamic=True, fullgraph=True)(x)
+        want = f(x)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
+        real = ~want.isnan() if want.dtype.is_floating_point else torch.ones_like(want, dtype=torch.bool)
+        if want.dtype.is_floating_point:  # the sign of zeros
+            assert torch.equal(got[real].signbit(), want[real].signbit())
