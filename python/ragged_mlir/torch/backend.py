@@ -52,9 +52,9 @@ from .masked_rows import guard_masked_rows
 from .njt_patterns import rewrite_njt_patterns
 from .reshapes import reshape_groups
 from .runtime import CompiledGraph
-from .uint8 import widen_uint8
 from .unpad import log as unpad_log
 from .unpad import unpad_graph
+from .widen import widen_low_precision, widen_uint8
 
 __all__ = [
     "BackendRefused",
@@ -200,6 +200,7 @@ def compile_fx_graph(
     check_indices(gm)
     check_divisors(gm)
     widen_uint8(gm)
+    widen_low_precision(gm)
     exact_gelu(gm)
     if gm.graph.eliminate_dead_code():
         gm.recompile()

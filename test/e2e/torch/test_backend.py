@@ -1203,3 +1203,31 @@ def test_signbit_and_copysign(dtype):
         real = ~want.isnan() if want.dtype.is_floating_point else torch.ones_like(want, dtype=torch.bool)
         if want.dtype.is_floating_point:  # the sign of zeros
             assert torch.equal(got[real].signbit(), want[real].signbit())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.sum(-1),
+        lambda x: x.cumsum(-1),
+        lambda x: x.var(-1),
+        lambda x: F.layer_norm(x, (x.shape[-1],)),
+        lambda x: x.log_softmax(-1),
+        lambda x: torch.logit(x.sigmoid()),
+    ],
+    ids=["sum", "cumsum", "var", "layer_norm", "log_softmax", "logit"],
+)
+def test_low_precision_floats_compute_in_f32(dtype, fn):
+    """bf16 and f16 ops compute in f32 and round their results once, as
+    eager does: the compiled error against fp64 is eager's (a bf16 sum of
+    4096 numbers was 13x further off, accumulated in bf16)."""
+    x = torch.randn(8, 4096, generator=torch.Generator().manual_seed(0)).to(dtype)
+    torch._dynamo.reset()
+    got = torch.compile(fn, backend="ragged", dynamic=True, fullgraph=True)(x)
+    want, exact = fn(x), fn(x.double())
+    assert got.dtype == want.dtype
+    eager_error = float((want.double() - exact).abs().max())
+    assert float((got.double() - exact).abs().max()) <= 1.5 * eager_error + 1e-6
+    # At most a rounding step from eager's own result.
+    torch.testing.assert_close(got, want, rtol=2 * torch.finfo(dtype).eps, atol=2 * torch.finfo(dtype).eps)
