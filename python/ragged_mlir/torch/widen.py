@@ -148,7 +148,11 @@ def _computes_as_it_is(node: fx.Node) -> bool:
     target = node.target
     if target in _CONVERSIONS or target in _PRODUCTS:
         return True
-    return not isinstance(target, torch._ops.OpOverload) or target.namespace not in ("aten", "prims", "ragged")
+    return not isinstance(target, torch._ops.OpOverload) or target.namespace not in (
+        "aten",
+        "prims",
+        "ragged",
+    )
 
 
 def widen_low_precision(gm: fx.GraphModule) -> int:
