@@ -1264,6 +1264,33 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return torch.where(p == 0, count, torch.where(p.isinf(), infinite, general))
 
 
+def _scalar_extreme(x, dim=None, keepdim=False):
+    # A reduction of a 0-d tensor over its one implicit dim is the tensor
+    # itself; torch-mlir cannot lower amax, amin or logsumexp of one.
+    if x.dim() != 0:
+        return NotImplemented
+    return x.clone()
+
+
+def _scalar_logsumexp(x, dim, keepdim=False):
+    # As _scalar_extreme; an integer one's is a float.
+    return _scalar_extreme(x) if x.dtype.is_floating_point else NotImplemented
+
+
+def _scalar_extreme_with_index(x, dim, keepdim=False):
+    # max.dim and min.dim of a 0-d tensor: itself, at index 0.
+    if x.dim() != 0:
+        return NotImplemented
+    return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
+
+
+def _scalar_arg_extreme(x, dim=None, keepdim=False):
+    # argmax and argmin of a 0-d tensor: index 0.
+    if x.dim() != 0:
+        return NotImplemented
+    return torch.zeros((), dtype=torch.int64, device=x.device)
+
+
 def _copysign(a, b):
     # |a| with the sign bit of b: signbit has a lowering of its own
     # (torch-mlir has none for either).
@@ -1300,6 +1327,13 @@ def _decompositions() -> dict:
     table[torch.ops.aten.linalg_vector_norm.default] = _vector_norm
     table[torch.ops.aten.rad2deg.default] = _rad2deg
     table[torch.ops.aten.copysign.Tensor] = _copysign
+    table[torch.ops.aten.amax.default] = _scalar_extreme
+    table[torch.ops.aten.amin.default] = _scalar_extreme
+    table[torch.ops.aten.logsumexp.default] = _scalar_logsumexp
+    table[torch.ops.aten.max.dim] = _scalar_extreme_with_index
+    table[torch.ops.aten.min.dim] = _scalar_extreme_with_index
+    table[torch.ops.aten.argmax.default] = _scalar_arg_extreme
+    table[torch.ops.aten.argmin.default] = _scalar_arg_extreme
     table[torch.ops.aten.copysign.Scalar] = _copysign
     table[torch.ops.aten.roll.default] = _roll
     table[torch.ops.aten.masked_scatter.default] = _masked_scatter

@@ -1231,3 +1231,29 @@ def test_low_precision_floats_compute_in_f32(dtype, fn):
     assert float((got.double() - exact).abs().max()) <= 1.5 * eager_error + 1e-6
     # At most a rounding step from eager's own result.
     torch.testing.assert_close(got, want, rtol=2 * torch.finfo(dtype).eps, atol=2 * torch.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.amax(x, 0, True),
+        lambda x: torch.amin(x, -1),
+        lambda x: torch.logsumexp(x.float(), (0,), True),
+        lambda x: torch.max(x, 0),
+        lambda x: torch.min(x, -1, True),
+        lambda x: x.argmax(0),
+        lambda x: x.argmin(),
+    ],
+    ids=["amax", "amin", "logsumexp", "max_dim", "min_dim", "argmax", "argmin"],
+)
+def test_reductions_of_a_scalar(fn):
+    """Reductions of a 0-d tensor over its one implicit dim: the tensor
+    itself, at index 0 (torch-mlir could lower none of them)."""
+    for x in (torch.tensor(2.5), torch.tensor(float("nan")), torch.tensor(float("-inf")), torch.tensor(3)):
+        torch._dynamo.reset()
+        got = torch.compile(fn, backend="ragged", dynamic=True, fullgraph=True)(x)
+        want = fn(x)
+        got, want = (tuple(got), tuple(want)) if isinstance(want, tuple) else ((got,), (want,))
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0)
