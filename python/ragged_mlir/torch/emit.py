@@ -1291,6 +1291,28 @@ def _scalar_arg_extreme(x, dim=None, keepdim=False):
     return torch.zeros((), dtype=torch.int64, device=x.device)
 
 
+def _permute_copy(x, dims):
+    return x.permute(dims).clone()
+
+
+def _scatter_reduce_op(x, dim, index, src, *, reduce):
+    # scatter(..., reduce="add" | "multiply"), which torch-mlir cannot lower.
+    how = {"add": "sum", "multiply": "prod"}[reduce]
+    if not isinstance(src, torch.Tensor):
+        src = torch.full(index.shape, src, dtype=x.dtype, device=x.device)
+    return x.scatter_reduce(dim, index, src.to(x.dtype), how, include_self=True)
+
+
+def _fmax_fmin(largest):
+    # A NaN gives way to the other operand. torch-mlir failed to broadcast
+    # its own lowering's masks.
+    def decomposition(a, b):
+        both = torch.maximum(a, b) if largest else torch.minimum(a, b)
+        return torch.where(a.isnan(), b, torch.where(b.isnan(), a, both))
+
+    return decomposition
+
+
 def _copysign(a, b):
     # |a| with the sign bit of b: signbit has a lowering of its own
     # (torch-mlir has none for either).
@@ -1327,6 +1349,11 @@ def _decompositions() -> dict:
     table[torch.ops.aten.linalg_vector_norm.default] = _vector_norm
     table[torch.ops.aten.rad2deg.default] = _rad2deg
     table[torch.ops.aten.copysign.Tensor] = _copysign
+    table[torch.ops.aten.permute_copy.default] = _permute_copy
+    table[torch.ops.aten.scatter.reduce] = _scatter_reduce_op
+    table[torch.ops.aten.scatter.value_reduce] = _scatter_reduce_op
+    table[torch.ops.aten.fmax.default] = _fmax_fmin(True)
+    table[torch.ops.aten.fmin.default] = _fmax_fmin(False)
     table[torch.ops.aten.amax.default] = _scalar_extreme
     table[torch.ops.aten.amin.default] = _scalar_extreme
     table[torch.ops.aten.logsumexp.default] = _scalar_logsumexp

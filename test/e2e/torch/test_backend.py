@@ -1257,3 +1257,30 @@ def test_reductions_of_a_scalar(fn):
         for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype and g.shape == w.shape
             torch.testing.assert_close(g, w, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, i, s: x.scatter(0, i, s, reduce="add"),
+        lambda x, i, s: x.scatter(1, i, s, reduce="multiply"),
+        lambda x, i, s: x.scatter(0, i, 2.0, reduce="multiply"),
+        lambda x, i, s: torch.permute_copy(x, (1, 0)) * 2,
+        lambda x, i, s: torch.fmax(x, s[0]),
+        lambda x, i, s: torch.fmin(x[:, :1], s[0]),
+    ],
+    ids=["scatter_add", "scatter_multiply", "scatter_multiply_value", "permute_copy", "fmax", "fmin"],
+)
+def test_ops_torch_mlir_cannot_lower_decompose(fn):
+    """scatter with a reduce, permute_copy, and fmax / fmin under
+    broadcasting (NaN giving way to the other operand): torch-mlir could
+    not lower them; their decompositions compile and equal eager."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(10, 5, generator=g)
+    x[2, 3] = float("nan")
+    i = torch.randint(0, 5, (5, 5), generator=g)
+    s = torch.randn(5, 5, generator=g)
+    s[0, 1] = float("nan")
+    torch._dynamo.reset()
+    got = torch.compile(fn, backend="ragged", dynamic=True, fullgraph=True)(x, i, s)
+    torch.testing.assert_close(got, fn(x, i, s), equal_nan=True)
