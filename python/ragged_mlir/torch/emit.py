@@ -1272,9 +1272,16 @@ def _scalar_extreme(x, dim=None, keepdim=False):
     return x.clone()
 
 
-def _scalar_logsumexp(x, dim, keepdim=False):
-    # As _scalar_extreme; an integer one's is a float.
-    return _scalar_extreme(x) if x.dtype.is_floating_point else NotImplemented
+def _scalar_first(decomposition):
+    """``decomposition`` (torch-mlir's) for all but a 0-d float input, which
+    is its own reduction (as _scalar_extreme; an integer one's is a float)."""
+
+    def decompose(x, *args, **kwargs):
+        if x.dim() == 0 and x.dtype.is_floating_point:
+            return x.clone()
+        return decomposition(x, *args, **kwargs)
+
+    return decompose
 
 
 def _scalar_extreme_with_index(x, dim, keepdim=False):
@@ -1356,7 +1363,7 @@ def _decompositions() -> dict:
     table[torch.ops.aten.fmin.default] = _fmax_fmin(False)
     table[torch.ops.aten.amax.default] = _scalar_extreme
     table[torch.ops.aten.amin.default] = _scalar_extreme
-    table[torch.ops.aten.logsumexp.default] = _scalar_logsumexp
+    table[torch.ops.aten.logsumexp.default] = _scalar_first(table[torch.ops.aten.logsumexp.default])
     table[torch.ops.aten.max.dim] = _scalar_extreme_with_index
     table[torch.ops.aten.min.dim] = _scalar_extreme_with_index
     table[torch.ops.aten.argmax.default] = _scalar_arg_extreme
