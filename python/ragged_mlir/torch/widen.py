@@ -55,6 +55,16 @@ _PRODUCTS = {
 }
 
 
+def _is_view(node: fx.Node) -> bool:
+    """Whether ``node`` is an ATen view (a result aliases an operand): no
+    arithmetic, right in any type. Views stay views: AOTAutograd rebuilds
+    an output that aliases an input from that input and the output's
+    offset, so a converted copy of a piece (``chunk``'s second) came back
+    as the first piece."""
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
+
+
 def _convert(graph: fx.Graph, node: fx.Node, dtype: torch.dtype, mode) -> fx.Node:
     return call_with_val(graph, mode, aten._to_copy.default, node, dtype=dtype)
 
@@ -136,7 +146,7 @@ def widen_uint8(gm: fx.GraphModule) -> int:
     converted = sum(_through_int64(gm.graph, n) for n in list(gm.graph.nodes) if n.target in _CONVERSIONS)
     if converted:
         gm.recompile()
-    return converted + _widen(gm, _uint8, lambda node: node.target in _CONVERSIONS)
+    return converted + _widen(gm, _uint8, lambda node: node.target in _CONVERSIONS or _is_view(node))
 
 
 def _narrow_float(value) -> torch.dtype | None:
@@ -146,7 +156,7 @@ def _narrow_float(value) -> torch.dtype | None:
 
 def _computes_as_it_is(node: fx.Node) -> bool:
     target = node.target
-    if target in _CONVERSIONS or target in _PRODUCTS:
+    if target in _CONVERSIONS or target in _PRODUCTS or _is_view(node):
         return True
     return not isinstance(target, torch._ops.OpOverload) or target.namespace not in (
         "aten",
