@@ -698,9 +698,7 @@ def _cumulative_extreme(em: Emitter, node: fx.Node, largest: bool) -> tuple[ir.V
     if vt.rank == 0 or 0 in vt.shape:
         # A scalar is its own extreme, at index 0; and IREE cannot compile
         # a scan of no elements.
-        zero = lambda _: arith.constant(i64, 0)  # noqa: E731
-        rank = "(" + ", ".join(f"d{k}" for k in range(vt.rank)) + ")"
-        zeros = _generic([], tensor.empty(_sizes(value), i64), [rank], ["parallel"] * vt.rank, zero)
+        zeros = _map_elements(value, i64, lambda _: arith.constant(i64, 0))
         return em.cast(value, tensor_type(values_val)), em.cast(zeros, tensor_type(indices_val))
     dim %= vt.rank
     if floating:
@@ -1264,37 +1262,22 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return torch.where(p == 0, count, torch.where(p.isinf(), infinite, general))
 
 
-def _scalar_extreme(x, dim=None, keepdim=False):
-    # A reduction of a 0-d tensor over its one implicit dim is the tensor
-    # itself; torch-mlir cannot lower amax, amin or logsumexp of one.
-    if x.dim() != 0:
-        return NotImplemented
-    return x.clone()
-
-
-def _scalar_first(decomposition):
-    """``decomposition`` (torch-mlir's) for all but a 0-d float input, which
-    is its own reduction (as _scalar_extreme; an integer one's is a float)."""
+def _when_scalar(reduced, otherwise=None):
+    """A decomposition of a reduction over dims: for a 0-d input, which has
+    one implicit dim, ``reduced(x)`` (torch-mlir cannot lower amax, amin,
+    logsumexp, max, min, argmax or argmin of one); for any other input,
+    ``otherwise`` (torch-mlir's own decomposition), or none."""
 
     def decompose(x, *args, **kwargs):
-        if x.dim() == 0 and x.dtype.is_floating_point:
-            return x.clone()
-        return decomposition(x, *args, **kwargs)
+        out = reduced(x) if x.dim() == 0 else NotImplemented
+        if out is NotImplemented and otherwise is not None:
+            return otherwise(x, *args, **kwargs)
+        return out
 
     return decompose
 
 
-def _scalar_extreme_with_index(x, dim, keepdim=False):
-    # max.dim and min.dim of a 0-d tensor: itself, at index 0.
-    if x.dim() != 0:
-        return NotImplemented
-    return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
-
-
-def _scalar_arg_extreme(x, dim=None, keepdim=False):
-    # argmax and argmin of a 0-d tensor: index 0.
-    if x.dim() != 0:
-        return NotImplemented
+def _zero_index(x):
     return torch.zeros((), dtype=torch.int64, device=x.device)
 
 
@@ -1335,11 +1318,7 @@ def _copysign(a, b):
 
 def _rad2deg(x):
     # torch-mlir multiplies by 57.295827908797776 (180 / pi is 57.29577951308232).
-    return (
-        x * (180 / math.pi)
-        if x.dtype.is_floating_point
-        else x.to(torch.get_default_dtype()) * (180 / math.pi)
-    )
+    return (x if x.dtype.is_floating_point else x.to(torch.get_default_dtype())) * (180 / math.pi)
 
 
 def _decompositions() -> dict:
@@ -1356,19 +1335,23 @@ def _decompositions() -> dict:
     table[torch.ops.aten.linalg_vector_norm.default] = _vector_norm
     table[torch.ops.aten.rad2deg.default] = _rad2deg
     table[torch.ops.aten.copysign.Tensor] = _copysign
+    table[torch.ops.aten.copysign.Scalar] = _copysign
     table[torch.ops.aten.permute_copy.default] = _permute_copy
     table[torch.ops.aten.scatter.reduce] = _scatter_reduce_op
     table[torch.ops.aten.scatter.value_reduce] = _scatter_reduce_op
     table[torch.ops.aten.fmax.default] = _fmax_fmin(True)
     table[torch.ops.aten.fmin.default] = _fmax_fmin(False)
-    table[torch.ops.aten.amax.default] = _scalar_extreme
-    table[torch.ops.aten.amin.default] = _scalar_extreme
-    table[torch.ops.aten.logsumexp.default] = _scalar_first(table[torch.ops.aten.logsumexp.default])
-    table[torch.ops.aten.max.dim] = _scalar_extreme_with_index
-    table[torch.ops.aten.min.dim] = _scalar_extreme_with_index
-    table[torch.ops.aten.argmax.default] = _scalar_arg_extreme
-    table[torch.ops.aten.argmin.default] = _scalar_arg_extreme
-    table[torch.ops.aten.copysign.Scalar] = _copysign
+    table[torch.ops.aten.amax.default] = _when_scalar(torch.clone)
+    table[torch.ops.aten.amin.default] = _when_scalar(torch.clone)
+    # An integer's logsumexp is a float: torch-mlir's decomposition.
+    table[torch.ops.aten.logsumexp.default] = _when_scalar(
+        lambda x: x.clone() if x.dtype.is_floating_point else NotImplemented,
+        table[torch.ops.aten.logsumexp.default],
+    )
+    for extreme in (torch.ops.aten.max.dim, torch.ops.aten.min.dim):
+        table[extreme] = _when_scalar(lambda x: (x.clone(), _zero_index(x)))
+    table[torch.ops.aten.argmax.default] = _when_scalar(_zero_index)
+    table[torch.ops.aten.argmin.default] = _when_scalar(_zero_index)
     table[torch.ops.aten.roll.default] = _roll
     table[torch.ops.aten.masked_scatter.default] = _masked_scatter
     table[torch.ops.aten.diagonal_scatter.default] = _diagonal_scatter
