@@ -502,3 +502,28 @@ def test_dense_training_step_matches_eager():
     assert rb.stats["compiled"] > compiled_before  # forward and backward went through IREE
     for p, r in zip(model.parameters(), reference.parameters(), strict=True):
         np.testing.assert_allclose(p.detach().numpy(), r.detach().numpy(), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_encoder_layer_matches_eager_accuracy(dtype):
+    """A bf16 / f16 ``nn.TransformerEncoderLayer`` on a NestedTensor, empty
+    and long items among short ones: computed in f32 and rounded per op, as
+    eager does, its error against fp64 per item stays within eager's own."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu", batch_first=True).eval()
+    reference = copy.deepcopy(layer).double()
+    layer = layer.to(dtype)
+    xs = items([5, 0, 300, 1, 17], 64, seed=3, dtype=dtype)
+    fallbacks = rb.stats["fallbacks"]
+    with torch.no_grad():
+        got = compiled(layer)(NestedTensor(xs))
+        for x, g in zip(xs, got.unbind(), strict=True):
+            if not len(x):
+                assert g.shape == (0, 64)
+                continue
+            want = reference(x.double()[None])[0]
+            eager = layer(x[None])[0].double()
+            eager_error = float((eager - want).abs().max())
+            assert g.dtype == dtype
+            assert float((g.double() - want).abs().max()) <= 1.5 * eager_error + 1e-6
+    assert rb.stats["fallbacks"] == fallbacks
