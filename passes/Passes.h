@@ -30,6 +30,13 @@ constexpr int64_t kDefaultAttentionBuckets = 16;
 /// that places the items, and IREE's CPU limit is 64 of them.
 constexpr int64_t kMaxAttentionBuckets = 24;
 
+/// The largest static bucket (rows) on which ragged-attention-to-iree
+/// materialises the scores rather than run IREE's fused kernel; they take
+/// n H S^2 floats per bucket of n items. Up to 512 rows they are faster,
+/// but one RACE-length layer (B 8) then peaks at 225 MiB, against 83 MiB up
+/// to 256 and 56 MiB with the fused kernel everywhere.
+constexpr int64_t kDefaultScoresMaxRows = 256;
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
@@ -62,8 +69,11 @@ void populateRaggedComputeToLinalgPatterns(
     const RaggedLoweringOptions &options = {});
 
 /// The pattern of ragged-attention-to-iree: f32 ragged.attention with static
-/// heads and head size on IREE's fused attention by length buckets.
-void populateRaggedAttentionToIreePatterns(RewritePatternSet &patterns);
+/// heads and head size by length buckets on a static ladder, IREE's fused
+/// attention on buckets of 16 rows and of more than `scoresMaxRows`,
+/// materialised scores on the others.
+void populateRaggedAttentionToIreePatterns(RewritePatternSet &patterns,
+                                           int64_t scoresMaxRows = kDefaultScoresMaxRows);
 
 /// Patterns expanding f64 `math.tanh` and `math.erf` into f64 `exp`, `log`
 /// and arithmetic, to a few ulps (`ragged-expand-math`).

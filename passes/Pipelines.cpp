@@ -31,6 +31,12 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
                      "iree_linalg_ext.attention on static length buckets "
                      "(needs unregistered dialects allowed)"),
       llvm::cl::init(true)};
+  Option<int64_t> scoresMaxRows{
+      *this, "attention-scores-max-rows",
+      llvm::cl::desc("With iree-attention: the largest static bucket (rows) "
+                     "whose scores are materialised rather than computed by "
+                     "IREE's fused kernel (0: fused everywhere)"),
+      llvm::cl::init(ragged::kDefaultScoresMaxRows)};
   Option<int64_t> contractionChunk{
       *this, "contraction-chunk",
       llvm::cl::desc("Rows per K chunk of contractions that sum over a "
@@ -48,7 +54,7 @@ void mlir::ragged::registerRaggedPipelines() {
         lowering.balanceTile = options.balanceTile;
         lowering.attentionBuckets = options.attentionBuckets;
         if (options.ireeAttention)
-          pm.addPass(createRaggedAttentionToIreePass());
+          pm.addPass(createRaggedAttentionToIreePass({options.scoresMaxRows}));
         pm.addPass(createConvertRaggedToLinalgPass(lowering));
         pm.addPass(createFoldViewReadsPass());
         pm.addPass(createExpandMathPass());

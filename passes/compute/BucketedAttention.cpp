@@ -574,6 +574,13 @@ struct BlockMaps {
   AffineExpr d(unsigned i) const { return getAffineDimExpr(i, ctx); }
   AffineMap map5(ArrayRef<AffineExpr> r) const { return AffineMap::get(5, 0, r, ctx); }
   AffineMap map4(ArrayRef<AffineExpr> r) const { return AffineMap::get(4, 0, r, ctx); }
+  /// Four loops, the result dims named by position.
+  AffineMap dims4(ArrayRef<unsigned> dims) const {
+    SmallVector<AffineExpr> r;
+    for (unsigned i : dims)
+      r.push_back(d(i));
+    return map4(r);
+  }
   /// Loops (b, h, m, j, e): a row of the query side, of the key side, a pair.
   AffineMap rowsOf() const { return map5({d(0), d(2), d(1), d(4)}); }
   AffineMap keysOf() const { return map5({d(0), d(3), d(1), d(4)}); }
@@ -587,6 +594,9 @@ struct BlockMaps {
 
 auto par = utils::IteratorType::parallel;
 auto red = utils::IteratorType::reduction;
+
+/// Item and head dims as one.
+SmallVector<ReassociationIndices> headGroups() { return {{0, 1}, {2}, {3}}; }
 
 /// `pairs` [n, H, S, S] times each pair's dropout factor (`items` [n] names
 /// each block's item).
@@ -636,10 +646,58 @@ PairShapes pairShapes(OpBuilder &b, Location loc, Value block) {
   return p;
 }
 
+/// Whether the contractions of a block run with one batch dim (item and
+/// head as one, the blocks transposed to [n H, S, e]). IREE data-tiles
+/// such a contraction for the CPU, but only pays off when the bucket size
+/// is static: 1.2-1.6x faster than two batch dims (which IREE tiles as is)
+/// on static buckets of 32-512 rows, no faster with a dynamic size (where
+/// IREE's transpose propagation also crashes on the gradient's).
+bool headMajorContractions(Value block) { return !cast<RankedTensorType>(block.getType()).isDynamicDim(1); }
+
+/// A block [n, S, H, e] as [n H, S, e]; the transpose becomes part of the
+/// data-tiling pack.
+Value headMajor(OpBuilder &b, Location loc, Value block) {
+  auto type = cast<RankedTensorType>(block.getType());
+  SmallVector<int64_t> perm{0, 2, 1, 3}, shape;
+  SmallVector<Value> dyn;
+  for (int64_t i : perm) {
+    shape.push_back(type.getDimSize(i));
+    if (type.isDynamicDim(i))
+      dyn.push_back(dimOf(b, loc, block, i));
+  }
+  Value init = emptyTensor(b, loc, shape, type.getElementType(), dyn);
+  Value moved = linalg::TransposeOp::create(b, loc, block, init, perm).getResult().front();
+  return tensor::CollapseShapeOp::create(b, loc, moved, headGroups());
+}
+
+/// [n H, ...] back to [n, H, ...], `like` giving n and H.
+Value splitHeads(OpBuilder &b, Location loc, Value flat, Value like, int64_t likeHeadDim) {
+  auto type = cast<RankedTensorType>(flat.getType());
+  auto likeType = cast<RankedTensorType>(like.getType());
+  SmallVector<int64_t> shape{likeType.getDimSize(0), likeType.getDimSize(likeHeadDim)};
+  SmallVector<OpFoldResult> sizes{tensor::getMixedSize(b, loc, like, 0),
+                                  tensor::getMixedSize(b, loc, like, likeHeadDim)};
+  for (int64_t i = 1; i < type.getRank(); ++i) {
+    shape.push_back(type.getDimSize(i));
+    sizes.push_back(tensor::getMixedSize(b, loc, flat, i));
+  }
+  return tensor::ExpandShapeOp::create(b, loc, RankedTensorType::get(shape, type.getElementType()), flat,
+                                       headGroups(), sizes);
+}
+
 /// sum_e a[b, ., h, e] c[b, ., h, e] for every pair: [n, H, S, S].
 Value pairDots(OpBuilder &b, Location loc, const BlockMaps &m, const PairShapes &p, Type elem, Value a, Value c) {
-  return structured(b, loc, zeros(b, loc, p.pairs, elem, p.pairDyn), {a, c}, {m.rowsOf(), m.keysOf(), m.pairOf()},
-                    {par, par, par, par, red}, mulAdd);
+  if (!headMajorContractions(a))
+    return structured(b, loc, zeros(b, loc, p.pairs, elem, p.pairDyn), {a, c}, {m.rowsOf(), m.keysOf(), m.pairOf()},
+                      {par, par, par, par, red}, mulAdd);
+  // Loops (g, i, j, e) over [n H, S, e] operands.
+  SmallVector<int64_t> flat{ShapedType::kDynamic, p.pairs[2], p.pairs[3]};
+  Value rows = headMajor(b, loc, a), keys = headMajor(b, loc, c);
+  SmallVector<Value> dyn{dimOf(b, loc, rows, 0)};
+  llvm::append_range(dyn, dynOf({p.pairs[2], p.pairs[3]}, {dimOf(b, loc, rows, 1), dimOf(b, loc, keys, 1)}));
+  Value dots = structured(b, loc, zeros(b, loc, flat, elem, dyn), {rows, keys},
+                          {m.dims4({0, 1, 3}), m.dims4({0, 2, 3}), m.dims4({0, 1, 2})}, {par, par, par, red}, mulAdd);
+  return splitHeads(b, loc, dots, a, 2);
 }
 
 /// The scaled logit of score `s` in a generic over pairs (b, h, i, j), -inf
@@ -684,16 +742,30 @@ BlockSoftmax blockSoftmax(OpBuilder &b, Location loc, const BlockMaps &m, const 
   return {weights, maxima, sums};
 }
 
-/// out[b, m, h, e] = sum_j w[b, h, m, j] x[b, j, h, e] (loops (b, h, m, e, j),
-/// the reduction innermost); `transposed` reads w[b, h, j, m] instead.
+/// out[b, m, h, e] = sum_j w[b, h, m, j] x[b, j, h, e], the reduction
+/// innermost; `transposed` reads w[b, h, j, m] instead.
 Value pairsTimesRows(OpBuilder &b, Location loc, const BlockMaps &m, Value w, Value x, bool transposed) {
-  auto d = [&](unsigned i) { return m.d(i); };
-  AffineMap wMap = transposed ? m.map5({d(0), d(1), d(4), d(2)}) : m.map5({d(0), d(1), d(2), d(4)});
   Type elem = cast<RankedTensorType>(x.getType()).getElementType();
-  Value init = linalg::FillOp::create(b, loc, floatConst(b, loc, elem, 0.0), emptyLike(b, loc, x)).getResult(0);
-  return structured(b, loc, init, {w, x},
-                    {wMap, m.map5({d(0), d(4), d(1), d(3)}), m.map5({d(0), d(2), d(1), d(3)})},
-                    {par, par, par, par, red}, mulAdd);
+  if (!headMajorContractions(x)) {
+    // Loops (b, h, m, e, j).
+    auto d = [&](unsigned i) { return m.d(i); };
+    AffineMap wMap = transposed ? m.map5({d(0), d(1), d(4), d(2)}) : m.map5({d(0), d(1), d(2), d(4)});
+    Value init = linalg::FillOp::create(b, loc, floatConst(b, loc, elem, 0.0), emptyLike(b, loc, x)).getResult(0);
+    return structured(b, loc, init, {w, x},
+                      {wMap, m.map5({d(0), d(4), d(1), d(3)}), m.map5({d(0), d(2), d(1), d(3)})},
+                      {par, par, par, par, red}, mulAdd);
+  }
+  // Loops (g, m, e, j) over [n H, ...] operands.
+  Value pairs = tensor::CollapseShapeOp::create(b, loc, w, headGroups());
+  Value rows = headMajor(b, loc, x);
+  Value init = linalg::FillOp::create(b, loc, floatConst(b, loc, elem, 0.0), emptyLike(b, loc, rows)).getResult(0);
+  Value out = structured(b, loc, init, {pairs, rows},
+                         {m.dims4(transposed ? ArrayRef<unsigned>{0, 3, 1} : ArrayRef<unsigned>{0, 1, 3}),
+                          m.dims4({0, 3, 2}), m.dims4({0, 1, 2})},
+                         {par, par, par, red}, mulAdd);
+  // [n, H, S, e] -> [n, S, H, e].
+  Value split = splitHeads(b, loc, out, w, 1);
+  return linalg::TransposeOp::create(b, loc, split, emptyLike(b, loc, x), {0, 2, 1, 3}).getResult().front();
 }
 
 } // namespace

@@ -12,6 +12,7 @@
 
 #include "passes/LoweringUtils.h"
 
+#include <functional>
 #include <optional>
 
 namespace mlir::ragged::lowering {
@@ -50,7 +51,7 @@ struct BucketKernel {
   int64_t buckets = 0;
   /// Dense attention on the [n, S, H, d] blocks (or [n, S, d], see
   /// `dropUnitHead`) under an [n, S] i1 key mask.
-  Value (*attend)(OpBuilder &, Location, Value q, Value k, Value v, Value keyMask, const AttnShape &) = nullptr;
+  std::function<Value(OpBuilder &, Location, Value q, Value k, Value v, Value keyMask, const AttnShape &)> attend;
   /// A whole-row gather (`rows` [M] i64 of `source` [R, ...]), used when q,
   /// k and v are distinct; null: linalg.generic gathers.
   Value (*gatherRows)(OpBuilder &, Location, Value source, Value rows) = nullptr;

@@ -1,6 +1,7 @@
 // RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree --convert-ragged-to-linalg | FileCheck %s --implicit-check-not=ragged.
 // RUN: not ragged-opt %s --ragged-attention-to-iree 2>&1 | FileCheck %s --check-prefix=UNREGISTERED
 // RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree | FileCheck %s --check-prefix=RAGGED
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree=scores-max-rows=0 | FileCheck %s --check-prefix=FUSED
 
 // UNREGISTERED: error: ragged-attention-to-iree emits iree_linalg_ext.attention and iree_linalg_ext.gather, which this context does not know: allow unregistered dialects
 
@@ -8,9 +9,12 @@
 // the static ladder (12 sizes, 16 to 1024, and an overflow bucket of maxL
 // rows): bucket counts over 13 buckets; per bucket the source row and key
 // mask of every slot [n, S], IREE's row gathers (iree_linalg_ext.gather, in
-// generic form) of q, k and v viewed as static-S [n, S, H, d] blocks, and one
-// iree_linalg_ext.attention on them; the outputs concatenated into the
-// output slab; one IREE row gather back to the packed rows.
+// generic form) of q, k and v viewed as static-S [n, S, H, d] blocks, and
+// the attention on them: iree_linalg_ext.attention on 16 rows, past 256 and
+// on the overflow bucket; materialised scores from 32 to 256 rows (two
+// contractions of head-major [n H, S, d] operands, which IREE data-tiles);
+// the outputs concatenated into the output slab; one IREE row gather back to
+// the packed rows.
 // Loops (batch, head, query, value column, head column, key).
 // CHECK-DAG: #[[QMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4)>
 // CHECK-DAG: #[[KMAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d4)>
@@ -23,6 +27,16 @@
 // CHECK-DAG: #[[K1:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>
 // CHECK-DAG: #[[V1:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>
 // CHECK-DAG: #[[O1:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+// Materialised scores: loops (item and head, query, key, column).
+// CHECK-DAG: #[[DQ:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[DK:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>
+// CHECK-DAG: #[[DS:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// With scores-max-rows=0 every bucket runs IREE's fused kernel.
+// FUSED-LABEL: func.func @attention
+// FUSED-NOT:     linalg.transpose
+// FUSED-COUNT-13: "iree_linalg_ext.attention"
+// FUSED-NOT:     linalg.transpose
+// FUSED:         return
 // CHECK-LABEL: func.func @attention
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs({{.*}} : tensor<?x13xi64>)
 // CHECK:         %[[SLOTS:.*]]:2 = linalg.generic {{.*}}outs({{.*}} : tensor<?x16xi64>, tensor<?x16xi1>)
@@ -39,7 +53,21 @@
 // CHECK-NEXT:      "iree_linalg_ext.yield"(%[[S]]) : (f32) -> ()
 // CHECK-NEXT:    }) {indexing_maps = [#[[QMAP]], #[[KMAP]], #[[VMAP]], #[[SMAP]], #[[MMAP]], #[[OMAP]]]} : (tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, f32, tensor<?x16xi1>, tensor<?x16x2x4xf32>) -> tensor<?x16x2x4xf32>
 // CHECK:         tensor.collapse_shape
-// CHECK-COUNT-11: }) {indexing_maps = {{.*}} -> tensor<?x{{[0-9]+}}x2x4xf32>
+// CHECK:         %[[Q32T:.*]] = linalg.transpose ins(%{{.*}} : tensor<?x32x2x4xf32>) outs(%{{.*}} : tensor<?x2x32x4xf32>) permutation = [0, 2, 1, 3]
+// CHECK:         %[[Q32:.*]] = tensor.collapse_shape %[[Q32T]] {{\[}}[0, 1], [2], [3]] : tensor<?x2x32x4xf32> into tensor<?x32x4xf32>
+// CHECK:         linalg.transpose
+// CHECK:         %[[K32:.*]] = tensor.collapse_shape
+// CHECK:         linalg.generic {indexing_maps = [#[[DQ]], #[[DK]], #[[DS]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[Q32]], %[[K32]] : tensor<?x32x4xf32>, tensor<?x32x4xf32>) outs(%{{.*}} : tensor<?x32x32xf32>)
+// CHECK:         math.exp
+// CHECK:         linalg.generic {indexing_maps = [#[[DQ]], #{{.*}}, #[[DS]]], {{.*}} outs(%{{.*}} : tensor<?x32x4xf32>)
+// CHECK:         linalg.transpose ins(%{{.*}} : tensor<?x2x32x4xf32>) outs(%{{.*}} : tensor<?x32x2x4xf32>) permutation = [0, 2, 1, 3]
+// CHECK-NOT:     "iree_linalg_ext.attention"
+// CHECK:         tensor.empty(%{{.*}}) : tensor<?x384x2x4xf32>
+// CHECK-NEXT:    "iree_linalg_ext.attention"
+// CHECK:         }) {indexing_maps = {{.*}} -> tensor<?x384x2x4xf32>
+// CHECK:         }) {indexing_maps = {{.*}} -> tensor<?x512x2x4xf32>
+// CHECK:         }) {indexing_maps = {{.*}} -> tensor<?x768x2x4xf32>
+// CHECK:         }) {indexing_maps = {{.*}} -> tensor<?x1024x2x4xf32>
 // CHECK:         }) {indexing_maps = {{.*}} -> tensor<?x?x2x4xf32>
 // CHECK-NOT:     "iree_linalg_ext.attention"
 // CHECK:         %[[SLAB:.*]] = tensor.concat dim(0) {{.*}} -> tensor<?x2x4xf32>
@@ -51,6 +79,7 @@ func.func @attention(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?
 }
 
 // Causal attention masks with a static [S, S] lower triangle instead.
+// FUSED-LABEL: func.func @causal
 // CHECK-LABEL: func.func @causal
 // CHECK:         %[[TRI:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<16x16xi1>)
 // CHECK:           arith.cmpi ule

@@ -107,6 +107,12 @@ def test_gpu_targets_balance_by_default():
     for bad in (-1, 65):
         with pytest.raises(ValueError, match="balance_tile: expected 0 to 64"):
             _ = CompileOptions(balance_tile=bad).pipeline
+    assert CompileOptions(iree_attention=True, attention_scores_max_rows=0).pipeline == (
+        "builtin.module(ragged-to-iree-input{attention-scores-max-rows=0})"
+    )
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="attention_scores_max_rows: expected an int >= 0"):
+            _ = CompileOptions(attention_scores_max_rows=bad).pipeline
 
 
 def test_python_defaults_are_the_pipelines():
@@ -120,6 +126,10 @@ def test_python_defaults_are_the_pipelines():
     options = dict(kv.split("=") for kv in lowering.split())
     assert int(options["balance-tile"]) == ragged_mlir.compiler.BALANCE_TILE
     assert int(options["attention-buckets"]) == ragged_mlir.compiler.ATTENTION_BUCKETS
+    fused = re.search(r"ragged-attention-to-iree\{([^}]*)\}", expanded).group(1)
+    assert int(dict(kv.split("=") for kv in fused.split())["scores-max-rows"]) == (
+        ragged_mlir.compiler.ATTENTION_SCORES_MAX_ROWS
+    )
 
 
 def test_cpu_data_tiling_by_default():

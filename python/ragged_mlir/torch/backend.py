@@ -104,6 +104,7 @@ class RaggedBackendOptions:
     balance_tile: int | None = None
     attention_buckets: int | None = None
     iree_attention: bool | None = None
+    attention_scores_max_rows: int | None = None
     freeze_parameters: bool = True
     debug_dir: str | None = None
     fallback: bool | None = None
@@ -243,6 +244,7 @@ def compile_fx_graph(
         balance_tile=options.balance_tile,
         attention_buckets=options.attention_buckets,
         iree_attention=options.iree_attention,
+        attention_scores_max_rows=options.attention_scores_max_rows,
         keep_intermediates=bool(work_dir),
         work_dir=str(work_dir) if work_dir else None,
         passthrough_dialects=PASSTHROUGH_DIALECTS,
@@ -292,6 +294,7 @@ def _key(gm: torch.fx.GraphModule, example_inputs, options: RaggedBackendOptions
         options.balance_tile,
         options.attention_buckets,
         options.iree_attention,
+        options.attention_scores_max_rows,
         options.freeze_parameters,
         options.fallback,  # a refused graph is cached as its eager fallback
         options.unpad,
