@@ -30,11 +30,12 @@ constexpr int64_t kDefaultAttentionBuckets = 16;
 /// that places the items, and IREE's CPU limit is 64 of them.
 constexpr int64_t kMaxAttentionBuckets = 24;
 
-/// The largest static bucket (rows) on which ragged-attention-to-iree
-/// materialises the scores rather than run IREE's fused kernel; they take
-/// n H S^2 floats per bucket of n items. Up to 512 rows they are faster,
-/// but one RACE-length layer (B 8) then peaks at 225 MiB, against 83 MiB up
-/// to 256 and 56 MiB with the fused kernel everywhere.
+/// The largest static bucket (rows) on which ragged-attention-to-iree may
+/// materialise the scores rather than run IREE's fused kernel; they take
+/// n H S^2 floats per bucket of n items (at most 32 MiB, else the bucket
+/// runs the fused kernel). Up to 512 rows they are faster, but one
+/// RACE-length layer (B 8) then peaked at 225 MiB, against 83 MiB up to 256
+/// and 56 MiB with the fused kernel everywhere.
 constexpr int64_t kDefaultScoresMaxRows = 256;
 
 #define GEN_PASS_DECL

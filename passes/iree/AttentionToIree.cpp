@@ -105,19 +105,35 @@ Value ireeAttention(OpBuilder &b, Location loc, Value qb, Value kb, Value vb, Va
   return b.create(state)->getResult(0);
 }
 
-/// One bucket's attention: materialised scores (linalgAttention: two
-/// data-tiled contractions, the softmax between them) on static buckets of
-/// several heads from 32 to `scoresMaxRows` rows, IREE's fused kernel
-/// otherwise. On 12 heads of 32 (AVX-512, 2 threads) the scores were 1.2-1.6x
-/// faster than the fused kernel from 32 to 512 rows, slower on 16 rows and
-/// on 1024, where they outgrow the caches.
+/// The most bytes of scores a bucket materialises; a bucket of more items
+/// runs IREE's fused kernel (IREE holds three copies: the scores, the
+/// weights and the pack of the weights for the second contraction).
+constexpr int64_t kScoresBudgetBytes = 32 << 20;
+
+/// One bucket's attention: on static buckets of several heads from 32 to
+/// `scoresMaxRows` rows, materialised scores (two data-tiled contractions,
+/// the softmax between them) when the bucket's n H S^2 scores fit
+/// kScoresBudgetBytes, decided on the device; IREE's fused kernel
+/// otherwise. On 12 heads of 32 (AVX-512, 2 threads) the scores were
+/// 1.2-1.6x faster than the fused kernel from 32 to 512 rows, slower on 16
+/// rows and on 1024, where they outgrow the caches.
 Value bucketAttention(OpBuilder &b, Location loc, Value qb, Value kb, Value vb, Value keyMask, const AttnShape &blk,
                       int64_t scoresMaxRows) {
   auto type = cast<RankedTensorType>(qb.getType());
   int64_t size = type.getDimSize(1);
-  if (type.getRank() == 4 && !ShapedType::isDynamic(size) && size >= 32 && size <= scoresMaxRows)
-    return linalgAttention(b, loc, qb, kb, vb, keyMask, blk, /*lse=*/false).front();
-  return ireeAttention(b, loc, qb, kb, vb, keyMask, blk);
+  if (type.getRank() != 4 || ShapedType::isDynamic(size) || size < 32 || size > scoresMaxRows)
+    return ireeAttention(b, loc, qb, kb, vb, keyMask, blk);
+  int64_t perItem = type.getDimSize(2) * size * size * (blk.elem.getIntOrFloatBitWidth() / 8);
+  Value fits = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, dimOf(b, loc, qb, 0),
+                                     constIndex(b, loc, kScoresBudgetBytes / perItem));
+  auto branch = [&](bool scores) {
+    return [&, scores](OpBuilder &nb, Location l) {
+      Value out = scores ? linalgAttention(nb, l, qb, kb, vb, keyMask, blk, /*lse=*/false).front()
+                         : ireeAttention(nb, l, qb, kb, vb, keyMask, blk);
+      scf::YieldOp::create(nb, l, out);
+    };
+  };
+  return scf::IfOp::create(b, loc, fits, branch(true), branch(false)).getResult(0);
 }
 
 /// When `v` is the result of an `iree_linalg_ext.gather` of whole rows,

@@ -153,11 +153,11 @@ class CompileOptions:
         the exact lowering.
     attention_scores_max_rows: with ``iree_attention``, buckets of 32 up to
         this many rows (with more than one head) materialise their scores
-        (n H S^2 floats for n items) and run as two data-tiled contractions,
-        1.2-1.6x faster than the fused kernel; 0 runs the fused kernel on
+        and run as two data-tiled contractions, 1.2-1.6x faster than the
+        fused kernel, where the bucket's n H S^2 scores take at most 32 MiB
+        (larger buckets run the fused kernel); 0 runs the fused kernel on
         every bucket, which keeps no scores. None picks
-        ``ATTENTION_SCORES_MAX_ROWS`` (256); 512 is faster still on long
-        items (RACE lengths) for about 2.7x the memory of 256.
+        ``ATTENTION_SCORES_MAX_ROWS`` (256).
     keep_intermediates: keep the input, lowered IR and flags in ``work_dir``.
     work_dir: where intermediates and reproducers go (default: a fresh
         temporary directory, made only when a compile writes one of them).

@@ -11,8 +11,9 @@
 // mask of every slot [n, S], IREE's row gathers (iree_linalg_ext.gather, in
 // generic form) of q, k and v viewed as static-S [n, S, H, d] blocks, and
 // the attention on them: iree_linalg_ext.attention on 16 rows, past 256 and
-// on the overflow bucket; materialised scores from 32 to 256 rows (two
-// contractions of head-major [n H, S, d] operands, which IREE data-tiles);
+// on the overflow bucket; from 32 to 256 rows, materialised scores (two
+// contractions of head-major [n H, S, d] operands, which IREE data-tiles)
+// where the bucket's scores take at most 32 MiB, the fused kernel otherwise;
 // the outputs concatenated into the output slab; one IREE row gather back to
 // the packed rows.
 // Loops (batch, head, query, value column, head column, key).
@@ -53,15 +54,24 @@
 // CHECK-NEXT:      "iree_linalg_ext.yield"(%[[S]]) : (f32) -> ()
 // CHECK-NEXT:    }) {indexing_maps = [#[[QMAP]], #[[KMAP]], #[[VMAP]], #[[SMAP]], #[[MMAP]], #[[OMAP]]]} : (tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, f32, tensor<?x16xi1>, tensor<?x16x2x4xf32>) -> tensor<?x16x2x4xf32>
 // CHECK:         tensor.collapse_shape
-// CHECK:         %[[Q32T:.*]] = linalg.transpose ins(%{{.*}} : tensor<?x32x2x4xf32>) outs(%{{.*}} : tensor<?x2x32x4xf32>) permutation = [0, 2, 1, 3]
-// CHECK:         %[[Q32:.*]] = tensor.collapse_shape %[[Q32T]] {{\[}}[0, 1], [2], [3]] : tensor<?x2x32x4xf32> into tensor<?x32x4xf32>
-// CHECK:         linalg.transpose
-// CHECK:         %[[K32:.*]] = tensor.collapse_shape
-// CHECK:         linalg.generic {indexing_maps = [#[[DQ]], #[[DK]], #[[DS]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[Q32]], %[[K32]] : tensor<?x32x4xf32>, tensor<?x32x4xf32>) outs(%{{.*}} : tensor<?x32x32xf32>)
-// CHECK:         math.exp
-// CHECK:         linalg.generic {indexing_maps = [#[[DQ]], #{{.*}}, #[[DS]]], {{.*}} outs(%{{.*}} : tensor<?x32x4xf32>)
-// CHECK:         linalg.transpose ins(%{{.*}} : tensor<?x2x32x4xf32>) outs(%{{.*}} : tensor<?x32x2x4xf32>) permutation = [0, 2, 1, 3]
-// CHECK-NOT:     "iree_linalg_ext.attention"
+// CHECK:         %[[FITS:.*]] = arith.cmpi ule, %{{.*}}, %c4096 : index
+// CHECK:         scf.if %[[FITS]] -> (tensor<?x32x2x4xf32>) {
+// CHECK:           %[[Q32T:.*]] = linalg.transpose ins(%{{.*}} : tensor<?x32x2x4xf32>) outs(%{{.*}} : tensor<?x2x32x4xf32>) permutation = [0, 2, 1, 3]
+// CHECK:           %[[Q32:.*]] = tensor.collapse_shape %[[Q32T]] {{\[}}[0, 1], [2], [3]] : tensor<?x2x32x4xf32> into tensor<?x32x4xf32>
+// CHECK:           linalg.transpose
+// CHECK:           %[[K32:.*]] = tensor.collapse_shape
+// CHECK:           linalg.generic {indexing_maps = [#[[DQ]], #[[DK]], #[[DS]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[Q32]], %[[K32]] : tensor<?x32x4xf32>, tensor<?x32x4xf32>) outs(%{{.*}} : tensor<?x32x32xf32>)
+// CHECK:           math.exp
+// CHECK:           linalg.generic {indexing_maps = [#[[DQ]], #{{.*}}, #[[DS]]], {{.*}} outs(%{{.*}} : tensor<?x32x4xf32>)
+// CHECK:           linalg.transpose ins(%{{.*}} : tensor<?x2x32x4xf32>) outs(%{{.*}} : tensor<?x32x2x4xf32>) permutation = [0, 2, 1, 3]
+// CHECK:           scf.yield
+// CHECK-NEXT:    } else {
+// CHECK-NOT:       linalg.transpose
+// CHECK:           "iree_linalg_ext.attention"
+// CHECK:           }) {indexing_maps = {{.*}} -> tensor<?x32x2x4xf32>
+// CHECK-NEXT:      scf.yield
+// CHECK-COUNT-6:   } else {
+// CHECK-NOT:       scf.if
 // CHECK:         tensor.empty(%{{.*}}) : tensor<?x384x2x4xf32>
 // CHECK-NEXT:    "iree_linalg_ext.attention"
 // CHECK:         }) {indexing_maps = {{.*}} -> tensor<?x384x2x4xf32>
