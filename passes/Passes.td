@@ -68,13 +68,14 @@ def RaggedAttentionToIreePass : Pass<"ragged-attention-to-iree", "ModuleOp"> {
     IREE's `iree_linalg_ext.gather` reads each bucket's blocks from the
     packed rows, attention runs on them under a key mask, and one gather
     reads the packed rows back. IREE's CPU codegen picks fast tiles only for
-    a static bucket size, hence the ladder. On buckets of 32 to
-    `scores-max-rows` rows with several heads whose n H S^2 scores take at
-    most 32 MiB (checked on the device) the scores are materialised: two
-    contractions over head-major `[n H, S, d]` blocks, which IREE
-    data-tiles, with the softmax between them (1.2-1.6x faster than IREE's
-    fused kernel on 12 heads of 32). Other buckets run IREE's fused
-    `iree_linalg_ext.attention` (online softmax, no score blocks). The IREE ops are built by name for IREE
+    a static bucket size, hence the ladder. Each bucket runs IREE's fused
+    `iree_linalg_ext.attention` (online softmax, no score blocks). With
+    `scores-max-rows` (0 by default), buckets of 32 to that many rows with
+    several heads whose n H S^2 scores take at most 32 MiB (checked on the
+    device) materialise the scores instead: two contractions over
+    head-major `[n H, S, d]` blocks, which IREE data-tiles, with the
+    softmax between them (1.2-1.6x faster than the fused kernel on 12 heads
+    of 32; both are compiled). The IREE ops are built by name for IREE
     to parse, so the context must allow unregistered dialects. Other
     attentions are left for `convert-ragged-to-linalg`.
 

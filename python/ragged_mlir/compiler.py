@@ -58,8 +58,9 @@ _MAX_ATTENTION_BUCKETS = 24
 #: With ``iree_attention``: the largest static bucket (rows) whose attention
 #: scores are materialised, as two data-tiled contractions with the softmax
 #: between them, rather than computed by IREE's fused kernel
-#: (kDefaultScoresMaxRows in passes/Passes.h).
-ATTENTION_SCORES_MAX_ROWS = 256
+#: (kDefaultScoresMaxRows in passes/Passes.h). 0: the fused kernel everywhere,
+#: which keeps cold compiles short.
+ATTENTION_SCORES_MAX_ROWS = 0
 
 
 class Target(enum.StrEnum):
@@ -153,11 +154,13 @@ class CompileOptions:
         the exact lowering.
     attention_scores_max_rows: with ``iree_attention``, buckets of 32 up to
         this many rows (with more than one head) materialise their scores
-        and run as two data-tiled contractions, 1.2-1.6x faster than the
-        fused kernel, where the bucket's n H S^2 scores take at most 32 MiB
-        (larger buckets run the fused kernel); 0 runs the fused kernel on
-        every bucket, which keeps no scores. None picks
-        ``ATTENTION_SCORES_MAX_ROWS`` (256).
+        and run as two data-tiled contractions where the bucket's n H S^2
+        scores take at most 32 MiB (larger buckets run the fused kernel):
+        with 256, attention alone ran about 2x faster on few items per
+        bucket (SQuAD v2 lengths B 8, MNLI lengths B 32), a whole layer
+        1.03-1.08x, for 50-75% more IREE compile time (both kernels are
+        compiled for each of those rungs). 0 runs the fused kernel on every
+        bucket. None picks ``ATTENTION_SCORES_MAX_ROWS`` (0).
     keep_intermediates: keep the input, lowered IR and flags in ``work_dir``.
     work_dir: where intermediates and reproducers go (default: a fresh
         temporary directory, made only when a compile writes one of them).

@@ -1,7 +1,7 @@
-// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree --convert-ragged-to-linalg | FileCheck %s --implicit-check-not=ragged.
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree=scores-max-rows=256 --convert-ragged-to-linalg | FileCheck %s --implicit-check-not=ragged.
 // RUN: not ragged-opt %s --ragged-attention-to-iree 2>&1 | FileCheck %s --check-prefix=UNREGISTERED
 // RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree | FileCheck %s --check-prefix=RAGGED
-// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree=scores-max-rows=0 | FileCheck %s --check-prefix=FUSED
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree | FileCheck %s --check-prefix=FUSED
 
 // UNREGISTERED: error: ragged-attention-to-iree emits iree_linalg_ext.attention and iree_linalg_ext.gather, which this context does not know: allow unregistered dialects
 
@@ -11,7 +11,8 @@
 // mask of every slot [n, S], IREE's row gathers (iree_linalg_ext.gather, in
 // generic form) of q, k and v viewed as static-S [n, S, H, d] blocks, and
 // the attention on them: iree_linalg_ext.attention on 16 rows, past 256 and
-// on the overflow bucket; from 32 to 256 rows, materialised scores (two
+// on the overflow bucket; with scores-max-rows=256, from 32 to 256 rows,
+// materialised scores (two
 // contractions of head-major [n H, S, d] operands, which IREE data-tiles)
 // where the bucket's scores take at most 32 MiB, the fused kernel otherwise;
 // the outputs concatenated into the output slab; one IREE row gather back to
@@ -32,7 +33,7 @@
 // CHECK-DAG: #[[DQ:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
 // CHECK-DAG: #[[DK:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>
 // CHECK-DAG: #[[DS:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
-// With scores-max-rows=0 every bucket runs IREE's fused kernel.
+// By default (scores-max-rows=0) every bucket runs IREE's fused kernel.
 // FUSED-LABEL: func.func @attention
 // FUSED-NOT:     linalg.transpose
 // FUSED-COUNT-13: "iree_linalg_ext.attention"

@@ -107,8 +107,8 @@ def test_gpu_targets_balance_by_default():
     for bad in (-1, 65):
         with pytest.raises(ValueError, match="balance_tile: expected 0 to 64"):
             _ = CompileOptions(balance_tile=bad).pipeline
-    assert CompileOptions(iree_attention=True, attention_scores_max_rows=0).pipeline == (
-        "builtin.module(ragged-to-iree-input{attention-scores-max-rows=0})"
+    assert CompileOptions(iree_attention=True, attention_scores_max_rows=256).pipeline == (
+        "builtin.module(ragged-to-iree-input{attention-scores-max-rows=256})"
     )
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError, match="attention_scores_max_rows: expected an int >= 0"):

@@ -194,15 +194,18 @@ def test_dispatch_count_independent_of_batch(name):
         # attention, one gather back. An empty bucket's dispatches have no
         # workgroups.
         (ragged_mlir.CompileOptions(iree_attention=False), 120),
-        # The default on AVX-512 hosts (106): 13 buckets, each a slot
-        # table and an iree_linalg_ext.attention (its gathers fused in, its
-        # output written in place into the concatenated slab); buckets of
-        # 32 to 256 rows also have materialised scores (two data-tiled
+        # The fused kernel, the default on AVX-512 hosts (50): 13 buckets,
+        # each a slot table and an iree_linalg_ext.attention (its gathers
+        # fused in, its output written in place into the concatenated
+        # slab), one gather back.
+        (ragged_mlir.CompileOptions(iree_attention=True), 55),
+        # With materialised scores up to 256 rows (106): buckets of 32 to
+        # 256 rows also have the scores' dispatches (two data-tiled
         # contractions with their packs, the softmax), which run instead
-        # where the bucket's scores fit; one gather back.
-        (ragged_mlir.CompileOptions(iree_attention=True), 110),
+        # where the bucket's scores fit.
+        (ragged_mlir.CompileOptions(iree_attention=True, attention_scores_max_rows=256), 110),
     ],
-    ids=["linalg_buckets", "iree_attention"],
+    ids=["linalg_buckets", "iree_attention", "iree_scores"],
 )
 def test_bucketed_attention_dispatch_count_fixed(options, bound):
     """Attention by length buckets: a fixed number of dispatches for any

@@ -654,10 +654,10 @@ def test_attention_is_per_item(attn, rng, ragged):
 ATTN_LOWERINGS = {
     "exact": dict(attention_buckets=0, iree_attention=False),
     "linalg_buckets": dict(iree_attention=False),
-    # Materialised scores on buckets of 32-512 rows (several heads), IREE's
-    # fused kernel on the others.
     "iree_ladder": dict(iree_attention=True),
-    "iree_fused": dict(iree_attention=True, attention_scores_max_rows=0),
+    # Materialised scores on buckets of 32-256 rows (several heads), IREE's
+    # fused kernel on the others.
+    "iree_scores": dict(iree_attention=True, attention_scores_max_rows=256),
 }
 
 #: Lengths on both sides of the static ladder's rungs (16, 32, 48, ...,
