@@ -329,6 +329,27 @@ def test_transformer_encoder_on_nested_tensor():
         encoder.float()
 
 
+@pytest.mark.parametrize("scores_max_rows", [0, 256], ids=["fused", "scores"])
+def test_encoder_layer_attention_kernels(scores_max_rows):
+    """``nn.TransformerEncoderLayer`` on a NestedTensor whose items fall in
+    buckets of 16 to 384 rows (and an empty one), with IREE's fused
+    attention everywhere and with materialised scores on buckets of 32-256
+    rows: each item matches fp64 eager, nothing falls back."""
+    torch.manual_seed(2)
+    layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True).eval()
+    reference = copy.deepcopy(layer).double()
+    xs = items([40, 0, 1, 130, 250, 17, 60, 300], 64, seed=9)
+    fallbacks = rb.stats["fallbacks"]
+    with torch.no_grad():
+        got = compiled(layer, iree_attention=True, attention_scores_max_rows=scores_max_rows)(
+            NestedTensor(xs)
+        )
+        for x, g in zip(xs, got.unbind(), strict=True):
+            want = reference(x.double()[None])[0] if len(x) else torch.zeros(0, 64, dtype=torch.float64)
+            np.testing.assert_allclose(g.numpy(), want.numpy(), atol=1e-4, rtol=1e-4)
+    assert rb.stats["fallbacks"] == fallbacks
+
+
 # --------------------------------------------------------------------------
 # What graphs return, and every dtype
 # --------------------------------------------------------------------------
