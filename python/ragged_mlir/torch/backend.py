@@ -72,8 +72,9 @@ class RaggedBackendOptions:
     """Options of the ``ragged`` backend (``torch.compile(..., options={...})``).
 
     target / device / iree_flags / balance_tile / attention_buckets /
-        iree_attention: as :class:`ragged_mlir.CompileOptions` (None picks
-        the target's default).
+        iree_attention / attention_scores_max_rows: as
+        :class:`ragged_mlir.CompileOptions` (None picks the target's
+        default).
     freeze_parameters: parameters and buffers (an inference graph's static
         inputs) become IREE parameters, bound at the first call: IREE then
         packs weights for its GEMM kernels once per binding, not on every
