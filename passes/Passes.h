@@ -72,9 +72,9 @@ void populateRaggedComputeToLinalgPatterns(
     const RaggedLoweringOptions &options = {});
 
 /// The pattern of ragged-attention-to-iree: f32 ragged.attention with static
-/// heads and head size by length buckets on a static ladder, IREE's fused
-/// attention on buckets of 16 rows and of more than `scoresMaxRows`,
-/// materialised scores on the others.
+/// heads and head size by length buckets on a static ladder, on IREE's fused
+/// attention, or with materialised scores on buckets of 32 to
+/// `scoresMaxRows` rows whose scores fit (see kDefaultScoresMaxRows).
 void populateRaggedAttentionToIreePatterns(RewritePatternSet &patterns,
                                            int64_t scoresMaxRows = kDefaultScoresMaxRows);
 
