@@ -690,12 +690,10 @@ Value pairDots(OpBuilder &b, Location loc, const BlockMaps &m, const PairShapes 
   if (!headMajorContractions(a))
     return structured(b, loc, zeros(b, loc, p.pairs, elem, p.pairDyn), {a, c}, {m.rowsOf(), m.keysOf(), m.pairOf()},
                       {par, par, par, par, red}, mulAdd);
-  // Loops (g, i, j, e) over [n H, S, e] operands.
+  // Loops (g, i, j, e) over [n H, S, e] operands, S static.
   SmallVector<int64_t> flat{ShapedType::kDynamic, p.pairs[2], p.pairs[3]};
   Value rows = headMajor(b, loc, a), keys = headMajor(b, loc, c);
-  SmallVector<Value> dyn{dimOf(b, loc, rows, 0)};
-  llvm::append_range(dyn, dynOf({p.pairs[2], p.pairs[3]}, {dimOf(b, loc, rows, 1), dimOf(b, loc, keys, 1)}));
-  Value dots = structured(b, loc, zeros(b, loc, flat, elem, dyn), {rows, keys},
+  Value dots = structured(b, loc, zeros(b, loc, flat, elem, {dimOf(b, loc, rows, 0)}), {rows, keys},
                           {m.dims4({0, 1, 3}), m.dims4({0, 2, 3}), m.dims4({0, 1, 2})}, {par, par, par, red}, mulAdd);
   return splitHeads(b, loc, dots, a, 2);
 }
@@ -759,9 +757,8 @@ Value pairsTimesRows(OpBuilder &b, Location loc, const BlockMaps &m, Value w, Va
   Value pairs = tensor::CollapseShapeOp::create(b, loc, w, headGroups());
   Value rows = headMajor(b, loc, x);
   Value init = linalg::FillOp::create(b, loc, floatConst(b, loc, elem, 0.0), emptyLike(b, loc, rows)).getResult(0);
-  Value out = structured(b, loc, init, {pairs, rows},
-                         {m.dims4(transposed ? ArrayRef<unsigned>{0, 3, 1} : ArrayRef<unsigned>{0, 1, 3}),
-                          m.dims4({0, 3, 2}), m.dims4({0, 1, 2})},
+  AffineMap pairsMap = transposed ? m.dims4({0, 3, 1}) : m.dims4({0, 1, 3});
+  Value out = structured(b, loc, init, {pairs, rows}, {pairsMap, m.dims4({0, 3, 2}), m.dims4({0, 1, 2})},
                          {par, par, par, red}, mulAdd);
   // [n, H, S, e] -> [n, S, H, e].
   Value split = splitHeads(b, loc, out, w, 1);
