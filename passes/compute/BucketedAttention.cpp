@@ -84,15 +84,30 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
     base = arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, n, sizes[kk]));
     first = arith::AddIOp::create(b, loc, first, n);
   }
-  auto table = [&](ArrayRef<Value> values) -> Value {
-    SmallVector<Value> asI64;
-    for (Value x : values)
-      asI64.push_back(arith::IndexCastOp::create(b, loc, i64, x));
-    return tensor::FromElementsOp::create(b, loc, RankedTensorType::get({numBuckets}, i64), asI64);
-  };
-  lay.baseTable = table(lay.bases);
-  lay.firstTable = table(lay.firsts);
-  lay.sizeTable = table(lay.sizes);
+  // The same as [K] tables, computed on the device from the counts. Built
+  // from the host values (tensor.from_elements), they cost IREE a fill
+  // dispatch per entry: 37 per attention on the static ladder.
+  Value tableInit = emptyTensor(b, loc, {numBuckets}, i64, {});
+  SmallVector<Value> tables = parallelGeneric(
+      b, loc, {tableInit, tableInit, tableInit}, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
+        Value k = linalg::IndexOp::create(nb, l, 0);
+        Value base = zero(nb, l), firstRank = zero(nb, l), size = zero(nb, l);
+        for (int64_t kk = 0; kk < numBuckets; ++kk) {
+          Value kkIndex = constIndex(nb, l, kk);
+          Value s = asI64(nb, l, sizes[kk]);
+          Value n = tensor::ExtractOp::create(nb, l, chunkFirst, ValueRange{chunks, kkIndex});
+          Value before = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, kkIndex, k);
+          base = arith::SelectOp::create(nb, l, before,
+                                         arith::AddIOp::create(nb, l, base, arith::MulIOp::create(nb, l, n, s)), base);
+          firstRank = arith::SelectOp::create(nb, l, before, arith::AddIOp::create(nb, l, firstRank, n), firstRank);
+          Value here = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, kkIndex, k);
+          size = arith::SelectOp::create(nb, l, here, s, size);
+        }
+        return SmallVector<Value>{base, firstRank, size};
+      });
+  lay.baseTable = tables[0];
+  lay.firstTable = tables[1];
+  lay.sizeTable = tables[2];
   // Each item's first slab row: bases[k] + (its rank within bucket k) * S_k,
   // the rank being the chunk's prefix plus the bucket's items before it in
   // the chunk. Empty items own no slab rows; they read bucket 0's tables.

@@ -4,8 +4,9 @@
 // ceil(maxL / sqrt(2)) (in 2^-30 fixed point) and maxL; each item's bucket;
 // a stable counting sort of the items by bucket in two levels (the items of
 // each bucket per chunk of 64 items, their prefix over the chunks, whose
-// last row is the bucket counts the host reads to size the blocks); each
-// item's first output-slab row (its chunk's prefix plus a walk within the
+// last row is the bucket counts the host reads to size the blocks); the
+// per-bucket tables (first slab row, first rank, size) computed on the
+// device from those counts; each item's first output-slab row (its chunk's prefix plus a walk within the
 // chunk), and the item at each rank (a binary search over the chunks'
 // prefixes, then a walk). Then per bucket: one gather of its [n, S, H, d] blocks of q,
 // k and v and its [n, S] key mask; the scores [n, H, S, S] as a contraction
@@ -40,7 +41,8 @@
 // CHECK:           scf.for
 // CHECK:             tensor.extract %[[PER]]
 // CHECK-COUNT-3: tensor.extract %[[FIRST]][%[[CHUNKS]], %{{.*}}]
-// CHECK-COUNT-3: tensor.from_elements {{.*}} : tensor<3xi64>
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel"]} outs({{.*}} : tensor<3xi64>, tensor<3xi64>, tensor<3xi64>)
+// CHECK-COUNT-3:   tensor.extract %[[FIRST]][%[[CHUNKS]], %{{.*}}]
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel"]} ins(%[[BUCKET]]
 // CHECK:           scf.for
 // CHECK:           tensor.extract %[[FIRST]]

@@ -189,17 +189,18 @@ def test_dispatch_count_independent_of_batch(name):
 @pytest.mark.parametrize(
     "options,bound",
     [
-        # Linalg buckets (16 sizes, 120): bookkeeping, per bucket (7) a
-        # gather of its blocks, its slots' lengths and the unfused
-        # attention, one gather back. An empty bucket's dispatches have no
-        # workgroups.
-        (ragged_mlir.CompileOptions(iree_attention=False), 120),
-        # The fused kernel, the default on AVX-512 hosts (50): 13 buckets,
+        # Linalg buckets (16 sizes, 121): bookkeeping (the per-bucket
+        # tables one dispatch: built from host values, IREE wrote each
+        # entry with a fill of its own), per bucket (7) a gather of its
+        # blocks, its slots' lengths and the unfused attention, one gather
+        # back. An empty bucket's dispatches have no workgroups.
+        (ragged_mlir.CompileOptions(iree_attention=False), 121),
+        # The fused kernel, the default on AVX-512 hosts (51): 13 buckets,
         # each a slot table and an iree_linalg_ext.attention (its gathers
         # fused in, its output written in place into the concatenated
         # slab), one gather back.
         (ragged_mlir.CompileOptions(iree_attention=True), 55),
-        # With materialised scores up to 256 rows (106): buckets of 32 to
+        # With materialised scores up to 256 rows (107): buckets of 32 to
         # 256 rows also have the scores' dispatches (two data-tiled
         # contractions with their packs, the softmax), which run instead
         # where the bucket's scores fit.
@@ -214,6 +215,25 @@ def test_bucketed_attention_dispatch_count_fixed(options, bound):
     one, mid, large = (dispatch_count("attention", b, options) for b in (1, 64, 512))
     assert mid == large, f"{mid} dispatches at B=64, {large} at B=512"
     assert one <= mid <= bound, (one, mid)
+
+
+def test_bucket_tables_are_one_dispatch():
+    """The bucketed schedule's per-bucket tables are one dispatch: built
+    from host values with tensor.from_elements, IREE wrote every entry with
+    a fill of its own (37 fills on the static ladder), which the flow-level
+    counts above do not see."""
+    args, result, body = OPS["attention"]
+    fmt = lambda s: s.replace("{{B}}", "{B}").replace("{B}", "64")  # noqa: E731
+    text = f"func.func @attention({fmt(args)}) -> {fmt(result)} {{\n  {fmt(body)}\n  return %r : {fmt(result)}\n}}\n"
+    lowered = ragged_mlir.lower(text, options=ragged_mlir.CompileOptions(iree_attention=True))
+    assert "tensor.from_elements" not in lowered
+    hal = iree_compiler.compile_str(
+        lowered,
+        target_backends=["llvm-cpu"],
+        extra_args=["--compile-to=hal", "--iree-llvmcpu-target-cpu=host"],
+    )
+    hal = hal.decode() if isinstance(hal, bytes) else hal
+    assert "__builtin_fill_i64" not in hal
 
 
 def attention_grad_dispatches(batch: int) -> int:
