@@ -329,6 +329,9 @@ def metrics(rec: dict, workload: str, lengths: np.ndarray, layers: int, gemm_pea
         eq = W.equal_lengths(lengths)
         f_r, f_e = W.useful_flops(workload, lengths, layers), W.useful_flops(workload, eq, layers)
         rec["ragged_overhead_flop_normalized"] = round((ours / f_r) / (med["ragged_mlir_equal"] / f_e), 3)
+    if "ragged_mlir_scores" in med:
+        # > 1: the opt-in materialised attention scores are faster.
+        rec["scores_speedup"] = round(ours / med["ragged_mlir_scores"], 3)
     if "ragged_mlir_padded" in med and strong in med:
         # > 1: on the same padded work, ragged-mlir's code is slower than torch's.
         rec["padded_work_ratio"] = round(med["ragged_mlir_padded"] / med[strong], 3)

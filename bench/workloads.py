@@ -25,6 +25,8 @@ number bench/README.md gives them:
   ragged_mlir       9  torch.compile(backend="ragged") on ragged_mlir.torch.NestedTensor
   ragged_mlir_padded 10 the same compiled model fed every item padded to the batch max
   ragged_mlir_equal    (diagnostic) the same model on all-equal lengths, same B and tokens
+  ragged_mlir_scores   (diagnostic, W3/W4) ragged_mlir with attention_scores_max_rows=256:
+                       materialised scores on buckets of 32-256 rows (opt-in, docs/torch.md)
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ PEERS = (
     "inductor_frozen",
 )
 OURS = "ragged_mlir"
-DIAGNOSTIC = ("ragged_mlir_padded", "ragged_mlir_equal")
+DIAGNOSTIC = ("ragged_mlir_padded", "ragged_mlir_equal", "ragged_mlir_scores")
+#: Backend options of the ragged_mlir_scores diagnostic.
+SCORES_OPTIONS = {"attention_scores_max_rows": 256}
 ORDER = PEERS + (OURS,) + DIAGNOSTIC
 BASELINE_ID = {
     **{name: i + 1 for i, name in enumerate(PEERS[:8])},
@@ -544,6 +548,14 @@ def w3_variants(qkv_items, eq_qkv_items, comp: Compiled):
 
     rg = comp.get("ragged", lambda: torch.compile(ragged_attn, backend="ragged", dynamic=True))
 
+    def ragged_attn_scores(q, k, v):  # a frame of its own: compiled with other options
+        return ragged_attn(q, k, v)
+
+    rgs = comp.get(
+        "ragged_scores",
+        lambda: torch.compile(ragged_attn_scores, backend="ragged", dynamic=True, options=SCORES_OPTIONS),
+    )
+
     def shared(lists):
         # q, k and v share one offsets tensor, as when they come from one
         # projection (three separate offsets tensors add a runtime equality
@@ -564,6 +576,7 @@ def w3_variants(qkv_items, eq_qkv_items, comp: Compiled):
         Variant("ragged_mlir", lambda: rg(*nts), lambda o: o, compiled="ragged", key="ragged"),
         Variant("ragged_mlir_padded", lambda: rg(*ntp), None, compiled="ragged", key="ragged"),
         Variant("ragged_mlir_equal", lambda: rg(*nte), None, compiled="ragged", key="ragged"),
+        Variant("ragged_mlir_scores", lambda: rgs(*nts), lambda o: o, compiled="ragged", key="ragged_scores"),
     ]
 
     def reference():
@@ -650,11 +663,18 @@ def w4_variants(layers: int, items, eq_items, comp: Compiled, enc, p):
         dlc = comp.get("danling_compiled", lambda: torch.compile(nested, dynamic=True))
         v.append(_guarded("danling_compiled", lambda: dlc(dl), comp, "danling_compiled", lambda o: o.concat))
     rg = comp.get("ragged", lambda: torch.compile(lambda x: enc(x).values, backend="ragged", dynamic=True))
+    rgs = comp.get(
+        "ragged_scores",
+        lambda: torch.compile(
+            lambda x: enc(x).values, backend="ragged", dynamic=True, options=SCORES_OPTIONS
+        ),
+    )
     x, xpad, xeq = NestedTensor(items), NestedTensor(list(xp.unbind())), NestedTensor(eq_items)
     v += [
         Variant("ragged_mlir", lambda: rg(x), lambda o: o, compiled="ragged", key="ragged"),
         Variant("ragged_mlir_padded", lambda: rg(xpad), None, compiled="ragged", key="ragged"),
         Variant("ragged_mlir_equal", lambda: rg(xeq), None, compiled="ragged", key="ragged"),
+        Variant("ragged_mlir_scores", lambda: rgs(x), lambda o: o, compiled="ragged", key="ragged_scores"),
     ]
     p64 = {k: t.double() for k, t in p.items()}
 
