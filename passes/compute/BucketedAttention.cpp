@@ -24,17 +24,17 @@ using namespace mlir::ragged::lowering;
 
 namespace {
 
-/// Where the blocks lie. Host values: counts[k] = n_k, bases[k] = first
-/// output-slab row of bucket k (sum over j < k of n_j S_j), firsts[k] =
-/// sum over j < k of n_j, sizes[k] = S_k. Device tensors:
-/// itemAt[j], the j-th non-empty item in (bucket, batch) order, and
-/// slabStart[b], the first output-slab row of item b.
+/// Where the blocks lie. Host values: counts[k] = n_k, firsts[k] = sum
+/// over j < k of n_j. Device tensors: itemAt[j], the j-th non-empty item in
+/// (bucket, batch) order, and slabStart[b], the first output-slab row of
+/// item b.
 struct Layout {
-  SmallVector<Value> counts, bases, firsts, sizes;
+  SmallVector<Value> counts, firsts;
   Value itemAt, slabStart;
-  /// bases, firsts and sizes as [K] i64 tensors. slabStart reads them
-  /// rather than the host values: captured scalars become push constants,
-  /// and 13 buckets' worth exceeds IREE's CPU limit of 64 per dispatch.
+  /// [K] i64 tables: the first output-slab row of bucket k (sum over j < k
+  /// of n_j S_j), firsts and the sizes S_k. slabStart and itemAt read them
+  /// rather than host values: captured scalars become push constants, and
+  /// three tables of 13 buckets exceed IREE's CPU limit of 64 per dispatch.
   Value baseTable, firstTable, sizeTable;
 };
 
@@ -74,19 +74,17 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
   });
   // Items per bucket, read on the host: they size the blocks.
   Layout lay;
-  lay.sizes.assign(sizes.begin(), sizes.end());
-  Value base = constIndex(b, loc, 0), first = constIndex(b, loc, 0);
+  Value first = constIndex(b, loc, 0);
   for (int64_t kk = 0; kk < numBuckets; ++kk) {
     Value n = loadIndex(b, loc, chunkFirst, ValueRange{chunks, constIndex(b, loc, kk)});
     lay.counts.push_back(n);
-    lay.bases.push_back(base);
     lay.firsts.push_back(first);
-    base = arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, n, sizes[kk]));
     first = arith::AddIOp::create(b, loc, first, n);
   }
-  // The same as [K] tables, computed on the device from the counts. Built
-  // from the host values (tensor.from_elements), they cost IREE a fill
-  // dispatch per entry: 37 per attention on the static ladder.
+  // The tables, computed on the device from the counts (the generic
+  // captures only the sizes and the chunk count). Built from host values
+  // (tensor.from_elements), they cost IREE a fill dispatch per entry: 37
+  // per attention on the static ladder.
   Value tableInit = emptyTensor(b, loc, {numBuckets}, i64, {});
   SmallVector<Value> tables = parallelGeneric(
       b, loc, {tableInit, tableInit, tableInit}, {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
