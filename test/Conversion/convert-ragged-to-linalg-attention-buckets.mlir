@@ -6,9 +6,10 @@
 // each bucket per chunk of 64 items, their prefix over the chunks, whose
 // last row is the bucket counts the host reads to size the blocks); the
 // per-bucket tables (first slab row, first rank, size) computed on the
-// device from those counts; each item's first output-slab row (its chunk's prefix plus a walk within the
-// chunk), and the item at each rank (a binary search over the chunks'
-// prefixes, then a walk). Then per bucket: one gather of its [n, S, H, d] blocks of q,
+// device from those counts; each item's first output-slab row (its chunk's
+// prefix plus a walk within the chunk), and the item at each rank (a
+// binary search over the chunks' prefixes, then a walk). Then per bucket:
+// one gather of its [n, S, H, d] blocks of q,
 // k and v and its [n, S] key mask; the scores [n, H, S, S] as a contraction
 // reading the blocks in place (loops item, head, query, key, head column);
 // the masked max, exp and sum over the keys; weights x values as a second

@@ -12,9 +12,9 @@
 // generic form) of q, k and v viewed as static-S [n, S, H, d] blocks, and
 // the attention on them: iree_linalg_ext.attention on 16 rows, past 256 and
 // on the overflow bucket; with scores-max-rows=256, from 32 to 256 rows,
-// materialised scores (two
-// contractions of head-major [n H, S, d] operands, which IREE data-tiles)
-// where the bucket's scores take at most 32 MiB, the fused kernel otherwise;
+// materialised scores (two contractions of head-major [n H, S, d]
+// operands, which IREE data-tiles) where the bucket's scores take at most
+// 32 MiB, the fused kernel otherwise;
 // the outputs concatenated into the output slab; one IREE row gather back to
 // the packed rows.
 // Loops (batch, head, query, value column, head column, key).

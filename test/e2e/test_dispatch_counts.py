@@ -156,11 +156,15 @@ MAX_DISPATCHES = {
 EXACT = ragged_mlir.CompileOptions(attention_buckets=0, iree_attention=False)
 
 
-def dispatch_count(name: str, batch: int, options: ragged_mlir.CompileOptions = EXACT) -> int:
+def op_function(name: str, batch: int) -> str:
+    """A function applying op `name` of OPS at batch size `batch`."""
     args, result, body = OPS[name]
     fmt = lambda s: s.replace("{{B}}", "{B}").replace("{B}", str(batch))  # noqa: E731
-    text = f"func.func @{name}({fmt(args)}) -> {fmt(result)} {{\n  {fmt(body)}\n  return %r : {fmt(result)}\n}}\n"
-    return flow_dispatches(text, options)
+    return f"func.func @{name}({fmt(args)}) -> {fmt(result)} {{\n  {fmt(body)}\n  return %r : {fmt(result)}\n}}\n"
+
+
+def dispatch_count(name: str, batch: int, options: ragged_mlir.CompileOptions = EXACT) -> int:
+    return flow_dispatches(op_function(name, batch), options)
 
 
 def flow_dispatches(text: str, options: ragged_mlir.CompileOptions) -> int:
@@ -190,10 +194,9 @@ def test_dispatch_count_independent_of_batch(name):
     "options,bound",
     [
         # Linalg buckets (16 sizes, 121): bookkeeping (the per-bucket
-        # tables one dispatch: built from host values, IREE wrote each
-        # entry with a fill of its own), per bucket (7) a gather of its
-        # blocks, its slots' lengths and the unfused attention, one gather
-        # back. An empty bucket's dispatches have no workgroups.
+        # tables are one dispatch, see below), per bucket (7) a gather of
+        # its blocks, its slots' lengths and the unfused attention, one
+        # gather back. An empty bucket's dispatches have no workgroups.
         (ragged_mlir.CompileOptions(iree_attention=False), 121),
         # The fused kernel, the default on AVX-512 hosts (51): 13 buckets,
         # each a slot table and an iree_linalg_ext.attention (its gathers
@@ -222,10 +225,9 @@ def test_bucket_tables_are_one_dispatch():
     from host values with tensor.from_elements, IREE wrote every entry with
     a fill of its own (37 fills on the static ladder), which the flow-level
     counts above do not see."""
-    args, result, body = OPS["attention"]
-    fmt = lambda s: s.replace("{{B}}", "{B}").replace("{B}", "64")  # noqa: E731
-    text = f"func.func @attention({fmt(args)}) -> {fmt(result)} {{\n  {fmt(body)}\n  return %r : {fmt(result)}\n}}\n"
-    lowered = ragged_mlir.lower(text, options=ragged_mlir.CompileOptions(iree_attention=True))
+    lowered = ragged_mlir.lower(
+        op_function("attention", 64), options=ragged_mlir.CompileOptions(iree_attention=True)
+    )
     assert "tensor.from_elements" not in lowered
     hal = iree_compiler.compile_str(
         lowered,
