@@ -164,6 +164,11 @@ Value lowering::findSegment(OpBuilder &b, Location loc, Value offsets, Value row
                     });
 }
 
+Value lowering::markWholeRows(Value result) {
+  result.getDefiningOp()->setAttr(kWholeRowsAttr, UnitAttr::get(result.getContext()));
+  return result;
+}
+
 RowSegments lowering::rowSegments(OpBuilder &b, Location loc, Value offsets, Value rows, unsigned rank) {
   Value table = segmentOfRows(b, loc, offsets, arith::AddIOp::create(b, loc, rows, constIndex(b, loc, 1)));
   return rowTable(b, loc, table, rows, rank);

@@ -74,6 +74,9 @@ struct RowSegments {
   Value keep(OpBuilder &b, Location loc, Value entry, Value v) const;
 };
 RowSegments rowSegments(OpBuilder &b, Location loc, Value offsets, Value rows, unsigned rank);
+/// `result`, its generic marked `ragged.whole_rows` (kWholeRowsAttr): it
+/// reads packed rows through a per-row or per-tile index.
+Value markWholeRows(Value result);
 /// A RowSegments over any per-row table of `rows + 1` entries (`rowSegments`
 /// makes the segment of each row), for a generic of `rank` loops.
 RowSegments rowTable(OpBuilder &b, Location loc, Value table, Value rows, unsigned rank);

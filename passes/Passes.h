@@ -118,6 +118,13 @@ void populateSplitDynamicContractionPatterns(RewritePatternSet &patterns,
 /// compile such a module without `--iree-opt-data-tiling`.
 constexpr llvm::StringLiteral kNoDataTilingAttr = "ragged.no_data_tiling";
 
+/// The unit attribute convert-ragged-to-linalg puts on a generic over
+/// (rows or row tiles, trailing dims) that reads packed rows through a
+/// per-row index: segment tile generics (compute/SegmentTiles.h), the
+/// softmax output, segment broadcasts. ragged-cpu-whole-rows gives such a
+/// generic IREE CPU tile sizes that keep its rows whole.
+constexpr llvm::StringLiteral kWholeRowsAttr = "ragged.whole_rows";
+
 /// Registers the named pipelines (`ragged-to-iree-input`).
 void registerRaggedPipelines();
 

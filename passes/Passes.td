@@ -104,6 +104,45 @@ def RaggedAttentionToIreePass : Pass<"ragged-attention-to-iree", "ModuleOp"> {
   ];
 }
 
+def CpuWholeRowsPass : Pass<"ragged-cpu-whole-rows", "ModuleOp"> {
+  let summary = "Gives generics over packed rows IREE CPU workgroups of whole rows";
+  let description = [{
+    Generics over (rows or row tiles, trailing dims) that read packed rows
+    through a per-row index are marked `ragged.whole_rows` by
+    `convert-ragged-to-linalg`: the tile generics of segment reductions and
+    softmax (a tile's rows unrolled in the body), the softmax output, and
+    segment broadcasts. IREE's CPU heuristics distribute them in 64 x 64
+    (or 32 x 32) blocks, so a workgroup reads 256-byte pieces of every row.
+    This pass replaces the marker with IREE's `compilation_info`: 16 rows
+    (or tiles) per workgroup, the trailing dims whole, 16 elements of the
+    innermost dim per vector step, the remainder masked or, with `peel`,
+    peeled (as IREE's `--iree-llvmcpu-vector-pproc-strategy=peel`, for x86
+    without AVX-512, where masked loads are slow). On [23586, 384] f32
+    (RACE lengths) a segment sum ran 1.1-1.3x faster and a softmax 1.4x.
+    The attribute is built by name for IREE to parse, so the context must
+    allow unregistered dialects. Run it last, for CPU targets only.
+
+    Before:
+    ```mlir
+    %t = linalg.generic {indexing_maps = [...], iterator_types = ["parallel",
+        "parallel"]} ins(%starts, %ends : tensor<?xi64>, tensor<?xi64>)
+        outs(%e : tensor<?x?xf32>) attrs = {ragged.whole_rows} { ... }
+    ```
+    After:
+    ```mlir
+    %t = linalg.generic {...} ins(...) outs(...) attrs = {compilation_info =
+        #iree_codegen.compilation_info<lowering_config =
+        #iree_cpu.lowering_config<distribution = [16, 0],
+        vector_common_parallel = [1, 16]>, translation_info = ...>} { ... }
+    ```
+  }];
+  let options = [
+    Option<"peel", "peel", "bool", /*default=*/"false",
+           "Peel the vector remainder rather than mask it">,
+  ];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def HintDataTilingPass : Pass<"ragged-hint-data-tiling", "ModuleOp"> {
   let summary = "Keeps IREE's data tiling off the contractions it miscompiles";
   let description = [{

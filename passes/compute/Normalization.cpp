@@ -176,6 +176,7 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
           Value g = tensor::ExtractOp::create(b, l, lse, at);
           return groups.keep(b, l, args[1], math::ExpOp::create(b, l, arith::SubFOp::create(b, l, args[0], g)));
         });
+    markWholeRows(out);
     rewriter.replaceOpWithMultiple(op, {Packed{x.type, out, x.partitions}.flatten(rewriter, loc)});
     return success();
   }

@@ -164,6 +164,7 @@ struct BroadcastLowering : OpConversionPattern<BroadcastOp> {
                                   llvm::append_range(at, ArrayRef<Value>(idx).drop_front());
                                   return segments.keep(b, l, args[0], tensor::ExtractOp::create(b, l, source, at));
                                 });
+    markWholeRows(out);
     rewriter.replaceOpWithMultiple(op, {Packed{like.type, out, like.partitions}.flatten(rewriter, loc)});
     return success();
   }

@@ -107,7 +107,7 @@ SmallVector<Value> SegmentTiles::mapTiles(OpBuilder &b, Location loc, TypeRange 
   AffineMap perTile = AffineMap::get(rank, 0, b.getAffineDimExpr(0));
   SmallVector<AffineMap> maps{perTile, perTile};
   maps.append(tileInputs.size(), b.getMultiDimIdentityMap(rank));
-  return parallelGeneric(
+  SmallVector<Value> results = parallelGeneric(
       b, loc, inits, inputs, maps, [&](OpBuilder &nb, Location l, ValueRange args) {
         Tile t;
         t.indices = loopIndices(nb, l, rank);
@@ -128,6 +128,8 @@ SmallVector<Value> SegmentTiles::mapTiles(OpBuilder &b, Location loc, TypeRange 
         }
         return body(nb, l, t);
       });
+  markWholeRows(results.front());
+  return results;
 }
 
 SmallVector<Value> SegmentTiles::perSegment(OpBuilder &b, Location loc, TypeRange elementTypes,

@@ -242,6 +242,10 @@ class CompileOptions:
         fused = self.iree_attention if self.iree_attention is not None else cpu and _host_has_avx512()
         if not fused:
             options.append("iree-attention=0")  # the pipeline's default is 1
+        if not cpu:
+            options.append("cpu-whole-rows=0")  # IREE CPU workgroups; the pipeline's default is 1
+        elif _PEEL in self.flags():
+            options.append("peel-remainders=1")  # as IREE's own vectorisation on this host
         scores = self.attention_scores_max_rows
         if scores is not None:
             if isinstance(scores, bool) or not isinstance(scores, int) or scores < 0:

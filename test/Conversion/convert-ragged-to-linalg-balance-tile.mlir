@@ -12,6 +12,7 @@
 // tile index, so it is uniform across the trailing dim); slots past the
 // tile's end select the identity. The segment generic combines each
 // segment's tiles [first, last) and selects `empty` for an empty segment.
+// The tile generics carry `ragged.whole_rows`, for ragged-cpu-whole-rows.
 // CHECK-DAG:   #[[TILE:.*]] = affine_map<(d0, d1) -> (d0)>
 // CHECK-DAG:   #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-LABEL: func.func @sum
@@ -39,6 +40,7 @@
 // CHECK:         %[[ENDS:.*]] = tensor.extract_slice %[[TABLES]]#0[1]
 // CHECK:         %[[PART:.*]] = linalg.generic {indexing_maps = [#[[TILE]], #[[TILE]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK-SAME:      ins(%[[STARTS]], %[[ENDS]] : tensor<?xi64>, tensor<?xi64>)
+// CHECK-SAME:      attrs = {ragged.whole_rows}
 // CHECK:           %[[ROW0:.*]] = tensor.extract %[[TABLES]]#0[%{{.*}}]
 // CHECK:           tensor.extract %[[V]]
 // CHECK:           arith.cmpi sgt
@@ -69,6 +71,7 @@ func.func @sum(%x: !ragged.tensor<?, [L], 8, f32>) -> tensor<?x8xf32> {
 // CHECK-SAME:    (%[[V:.*]]: tensor<?x8xf32>, %[[O:.*]]: tensor<?xi64>)
 // CHECK:         %[[TABLES:.*]]:2 = linalg.generic
 // CHECK:         %[[STATS:.*]]:2 = linalg.generic {{.*}} ins(%[[STARTS:.*]], %[[ENDS:.*]] : tensor<?xi64>, tensor<?xi64>)
+// CHECK-SAME:      attrs = {ragged.whole_rows}
 // CHECK:           tensor.extract %[[V]]
 // CHECK:           tensor.extract %[[V]]
 // CHECK:           arith.maximumf
@@ -79,6 +82,7 @@ func.func @sum(%x: !ragged.tensor<?, [L], 8, f32>) -> tensor<?x8xf32> {
 // CHECK:             tensor.extract %[[STATS]]#0
 // CHECK:             arith.maximumf
 // CHECK:         %[[SCALED:.*]] = linalg.generic {{.*}} ins(%[[STARTS]], %[[ENDS]], %[[STATS]]#0, %[[STATS]]#1 :
+// CHECK-SAME:      attrs = {ragged.whole_rows}
 // CHECK:           %[[SEG:.*]] = tensor.extract %[[TABLES]]#1
 // CHECK:           tensor.extract %[[MAX]]
 // CHECK:           math.exp
@@ -90,6 +94,7 @@ func.func @sum(%x: !ragged.tensor<?, [L], 8, f32>) -> tensor<?x8xf32> {
 // CHECK:           tensor.extract %[[MAX]]
 // CHECK:           math.log
 // CHECK:         %[[R:.*]] = linalg.generic {{.*}} ins(%[[V]], %{{.*}} : tensor<?x8xf32>, tensor<?xi64>)
+// CHECK-SAME:      attrs = {ragged.whole_rows}
 // CHECK:           tensor.extract %[[LSE]]
 // CHECK:           arith.subf
 // CHECK:           math.exp

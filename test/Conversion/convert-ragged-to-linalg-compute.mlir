@@ -221,12 +221,14 @@ func.func @reduce_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) -> !ragged.
 // evaluate the generic on the padding rows of a data-tiled GEMM's packing
 // it is fused into. The table's first `rows` entries are also an operand
 // read per row, which keeps IREE from collapsing (row, D) into one dim.
+// The generic is marked `ragged.whole_rows` (for ragged-cpu-whole-rows).
 // CHECK-LABEL: func.func @broadcast
 // CHECK-SAME:    (%[[P:[^:]*]]: tensor<?x8xf32>, %[[V:[^:]*]]: tensor<?x8xf32>, %[[O:[^:]*]]: tensor<?xi64>)
 // CHECK:         %[[SEG:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]} outs({{.*}} : tensor<?xi64>)
 // CHECK:           scf.while
 // CHECK:         %[[HEAD:.*]] = tensor.extract_slice %[[SEG]]
 // CHECK:         %[[R:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} ins(%[[HEAD]] : tensor<?xi64>) outs({{.*}} : tensor<?x8xf32>)
+// CHECK-SAME:      attrs = {ragged.whole_rows}
 // CHECK-NEXT:    ^bb0(%[[ENTRY:.*]]: i64, %{{.*}}: f32):
 // CHECK:           arith.minui
 // CHECK:           tensor.extract %[[SEG]]
@@ -250,7 +252,7 @@ func.func @broadcast(%p: tensor<?x8xf32>, %x: !ragged.tensor<?, [L], 8, f32>) ->
 // (binary search, scf.while; one entry longer than the rows), then one
 // generic over every real element returning exp(x - lse). That generic also
 // reads the table's first `rows` entries per row, so IREE keeps (row, D)
-// apart.
+// apart; it is marked `ragged.whole_rows`.
 // CHECK-DAG:   #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG:   #[[ROW:.*]] = affine_map<(d0, d1) -> (d0)>
 // CHECK-LABEL: func.func @softmax
@@ -278,6 +280,7 @@ func.func @broadcast(%p: tensor<?x8xf32>, %x: !ragged.tensor<?, [L], 8, f32>) ->
 // CHECK:         %[[HEAD:.*]] = tensor.extract_slice %[[GROUP]][0] [%{{.*}}] [1] : tensor<?xi64> to tensor<?xi64>
 // CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK-SAME:      ins(%[[V]], %[[HEAD]] : tensor<?x8xf32>, tensor<?xi64>)
+// CHECK-SAME:      attrs = {ragged.whole_rows}
 // CHECK-NEXT:    ^bb0(%[[X:.*]]: f32, %[[ENTRY:.*]]: i64, %{{.*}}: f32):
 // CHECK:           %[[G64:.*]] = tensor.extract %[[GROUP]]
 // CHECK:           %[[SEG:.*]] = arith.index_cast %[[G64]] : i64 to index
@@ -343,6 +346,7 @@ func.func @softmax(%x: !ragged.tensor<?, [L], 8, f32>) -> !ragged.tensor<?, [L],
 // CHECK:         %[[HEAD:.*]] = tensor.extract_slice %[[GROUP]]
 // CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [#[[ID]], #{{.*}}, #[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK-SAME:      ins(%[[V]], %[[HEAD]] : tensor<?x4xf32>, tensor<?xi64>)
+// CHECK-SAME:      attrs = {ragged.whole_rows}
 // CHECK:           tensor.extract %[[GROUP]]
 // CHECK:           tensor.extract %[[LSE]]
 // CHECK-NEXT:      arith.subf
@@ -398,6 +402,7 @@ func.func @softmax_scores(%x: !ragged.tensor<?, [L], [L], 4, f32>) -> !ragged.te
 // CHECK:           scf.while
 // CHECK:         %[[P:.*]] = linalg.generic
 // CHECK-SAME:      ins(%[[S]], %{{.*}} : tensor<?x2xf32>, tensor<?xi64>)
+// CHECK-SAME:      attrs = {ragged.whole_rows}
 // CHECK:           tensor.extract %[[LSE]]
 // CHECK:           math.exp
 // Apply: one generic over the output rows, an scf.for over the item's keys.

@@ -60,8 +60,10 @@ def test_ragged_module_printed_by_us_runs_on_iree():
       return %s : tensor<?x4xf32>
     }"""
     lowered = ragged_mlir.lower(text)
-    # Pretty and generic forms both cross.
-    with ir.Context():
+    # Pretty and generic forms both cross. The lowering builds IREE's tile
+    # sizes by name, so the parsing context allows unregistered dialects.
+    with ir.Context() as ctx:
+        ctx.allow_unregistered_dialects = True
         generic = ir.Module.parse(lowered).operation.get_asm(print_generic_op_form=True)
     for form in (lowered, generic):
         vmfb = iree.compiler.compile_str(
