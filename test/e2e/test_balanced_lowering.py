@@ -101,8 +101,13 @@ def test_gpu_targets_balance_by_default():
     cpu = CompileOptions(target="llvm-cpu").pipeline
     if ragged_mlir.compiler._host_has_avx512():
         assert cpu == ragged_mlir.compiler.PIPELINE
+    elif ragged_mlir.compiler._host_is_x86():
+        assert cpu == "builtin.module(ragged-to-iree-input{iree-attention=0 peel-remainders=1})"
     else:
         assert cpu == "builtin.module(ragged-to-iree-input{iree-attention=0})"
+    # IREE CPU workgroup sizes only for CPU targets.
+    assert "cpu-whole-rows=0" in CompileOptions(target="cuda").pipeline
+    assert "cpu-whole-rows" not in cpu
     assert CompileOptions(iree_attention=True).pipeline == ragged_mlir.compiler.PIPELINE
     for bad in (-1, 65):
         with pytest.raises(ValueError, match="balance_tile: expected 0 to 64"):
@@ -158,11 +163,63 @@ def test_cpu_peels_vector_remainders_on_avx2(monkeypatch):
     assert peel not in CompileOptions(target="cuda").flags()
     user = CompileOptions(iree_flags=[mask]).flags()
     assert peel not in user and mask in user
+    # The workgroup sizes ragged-cpu-whole-rows sets follow the same choice.
+    assert "peel-remainders=1" in CompileOptions().pipeline
+    assert "peel-remainders" not in CompileOptions(target="cuda").pipeline
+    assert "peel-remainders" not in CompileOptions(iree_flags=[mask]).pipeline
     monkeypatch.setattr(compiler, "_host_has_avx512", lambda: True)
     assert peel not in CompileOptions().flags()
+    assert "peel-remainders" not in CompileOptions().pipeline
+    assert "peel-remainders=1" in CompileOptions(iree_flags=[peel]).pipeline
     monkeypatch.setattr(compiler, "_host_is_x86", lambda: False)
     monkeypatch.setattr(compiler, "_host_has_avx512", lambda: False)
     assert peel not in CompileOptions().flags()
+
+
+def test_cpu_workgroups_take_whole_rows():
+    """On CPU the generics that read packed rows (the tile generic of a
+    segment sum, the softmax output) carry IREE's workgroup sizes of whole
+    rows; GPU targets leave IREE's own choice."""
+    text = """
+    func.func @f(%x: !ragged.tensor<?, [L], 8, f32>) -> (tensor<?x8xf32>, !ragged.tensor<?, [L], 8, f32>) {
+      %s = ragged.reduce <sum> %x : !ragged.tensor<?, [L], 8, f32> -> tensor<?x8xf32>
+      %y = ragged.softmax %x : !ragged.tensor<?, [L], 8, f32>
+      return %s, %y : tensor<?x8xf32>, !ragged.tensor<?, [L], 8, f32>
+    }"""
+    cpu = ragged_mlir.lower(text, options=CompileOptions(target="llvm-cpu"))
+    configs = re.findall(r"lowering_config<distribution = \[([0-9, ]*)\]", cpu)
+    # The sum's tiles, the softmax's two tile generics and its output.
+    assert configs == ["16, 0"] * 4, configs
+    assert "ragged.whole_rows" not in cpu
+    cuda = ragged_mlir.lower(text, options=CompileOptions(target="cuda"))
+    assert "compilation_info" not in cuda
+
+
+@pytest.mark.parametrize("strategy", ["mask", "peel"])
+def test_whole_rows_vector_remainder(strategy):
+    """19 features: a vector step of 16 and a remainder of 3, masked or
+    peeled, in the tile generics and the softmax output."""
+    t = "!ragged.tensor<?, [L], 19, f32>"
+    text = f"""
+    func.func @sum(%x: {t}) -> tensor<?x19xf32> {{
+      %s = ragged.reduce <sum> %x : {t} -> tensor<?x19xf32>
+      return %s : tensor<?x19xf32>
+    }}
+    func.func @softmax(%x: {t}) -> {t} {{
+      %y = ragged.softmax %x : {t}
+      return %y : {t}
+    }}"""
+    flags = [f"--iree-llvmcpu-vector-pproc-strategy={strategy}"]
+    module = ragged_mlir.compile(text, options=CompileOptions(target="llvm-cpu", iree_flags=flags))
+    rng = np.random.default_rng(5)
+    for lengths in ([3, 0, 9, 1, 16, 17], [1, 2, 300, 1]):
+        items = [rng.standard_normal((n, 19)).astype(np.float32) for n in lengths]
+        x = RaggedArray.from_list(items, trailing_shape=(19,), dtype=np.float32)
+        want = np.array([i.astype(np.float64).sum(0) for i in items])
+        np.testing.assert_allclose(module.sum(x), want, rtol=1e-5, atol=1e-4)
+        for out, i in zip(module.softmax(x).to_list(), items, strict=True):
+            e = np.exp(i.astype(np.float64) - i.max(0, initial=-np.inf))
+            np.testing.assert_allclose(out, e / e.sum(0) if len(i) else i, rtol=1e-5, atol=1e-6)
 
 
 def test_balanced_softmax_with_masked_blocks(balanced):
