@@ -267,6 +267,56 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
   for (unsigned i = 0; i < rowRank; ++i)
     slotsThenRow.push_back({i + 2});
 
+  // With the kernel's row gathers, the source row and key mask of every
+  // slot of every bucket come from one generic over the slab's slots (slot
+  // s of bucket k lies at slab row baseTable[k] + s); each bucket reads its
+  // part as a slice. One generic per bucket of static size S was one more
+  // executable for IREE to compile per rung of the ladder.
+  Value slotRows, slotMask;
+  SmallVector<Value> slotBases;
+  if (rowGathers) {
+    Value total = constIndex(rewriter, loc, 0);
+    for (auto [n, size] : llvm::zip(lay.counts, sizes)) {
+      slotBases.push_back(total);
+      total = arith::AddIOp::create(rewriter, loc, total, arith::MulIOp::create(rewriter, loc, n, size));
+    }
+    Value init64 = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {total});
+    Value init1 = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, rewriter.getI1Type(), {total});
+    auto table = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{init64.getType(), init1.getType()}, ValueRange{}, ValueRange{init64, init1},
+        SmallVector<AffineMap>(2, rewriter.getMultiDimIdentityMap(1)),
+        SmallVector<utils::IteratorType>{utils::IteratorType::parallel}, [&](OpBuilder &b, Location l, ValueRange) {
+          Value slot = arith::IndexCastOp::create(b, l, i64, linalg::IndexOp::create(b, l, 0));
+          // The last bucket starting at or before the slot (an empty bucket
+          // starts where the next one does).
+          Value bucket = constIndex(b, l, 0);
+          for (size_t kk = 1; kk < sizes.size(); ++kk) {
+            Value kkIndex = constIndex(b, l, kk);
+            Value reached = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sle,
+                                                  tensor::ExtractOp::create(b, l, lay.baseTable, kkIndex), slot);
+            bucket = arith::SelectOp::create(b, l, reached, kkIndex, bucket);
+          }
+          auto at = [&](Value t) {
+            return arith::IndexCastOp::create(b, l, b.getIndexType(), tensor::ExtractOp::create(b, l, t, bucket))
+                .getResult();
+          };
+          Value local = arith::SubIOp::create(b, l, arith::IndexCastOp::create(b, l, b.getIndexType(), slot),
+                                              at(lay.baseTable));
+          Value size = at(lay.sizeTable);
+          Value rank = arith::AddIOp::create(b, l, at(lay.firstTable), arith::DivUIOp::create(b, l, local, size));
+          Value i = arith::RemUIOp::create(b, l, local, size);
+          Value item = loadIndex(b, l, lay.itemAt, ValueRange{rank});
+          Value start = loadIndex(b, l, lo, item);
+          Value len = arith::SubIOp::create(b, l, loadIndex(b, l, hi, item), start);
+          Value last = arith::SubIOp::create(b, l, len, constIndex(b, l, 1));
+          Value row = arith::AddIOp::create(b, l, start, arith::MinUIOp::create(b, l, i, last));
+          Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, len);
+          linalg::YieldOp::create(b, l, ValueRange{arith::IndexCastOp::create(b, l, i64, row), valid});
+        });
+    slotRows = table.getResult(0);
+    slotMask = table.getResult(1);
+  }
+
   // Each bucket's blocks [n, S, H, d] come from one gather of the packed
   // rows (rows past an item's length repeat its last row: the body masks
   // them), the body runs on them, and each of its results, as rows, is the
@@ -310,21 +360,21 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
     SmallVector<Value> blocks;
     Value mask;
     if (rowGathers) {
-      // The source row and key mask of every slot [n, S], then IREE's
-      // row gathers: IREE flattens a linalg.generic gather to one loop
-      // over elements, with index arithmetic and a scalar load for each.
-      Value rowInit = slotInit(i64), maskInit = slotInit(rewriter.getI1Type());
-      auto table = linalg::GenericOp::create(
-          rewriter, loc, TypeRange{rowInit.getType(), maskInit.getType()}, ValueRange{}, ValueRange{rowInit, maskInit},
-          SmallVector<AffineMap>(2, rewriter.getMultiDimIdentityMap(2)),
-          SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
-          [&](OpBuilder &b, Location l, ValueRange) {
-            auto [row, valid] = slotRow(b, l, linalg::IndexOp::create(b, l, 0), linalg::IndexOp::create(b, l, 1));
-            linalg::YieldOp::create(b, l, ValueRange{arith::IndexCastOp::create(b, l, b.getI64Type(), row), valid});
-          });
-      mask = table.getResult(1);
-      Value slots = tensor::CollapseShapeOp::create(rewriter, loc, table.getResult(0),
-                                                    SmallVector<ReassociationIndices>{{0, 1}});
+      // This bucket's slots of the slot tables, then IREE's row gathers:
+      // IREE flattens a linalg.generic gather to one loop over elements,
+      // with index arithmetic and a scalar load for each.
+      Value numSlots = arith::MulIOp::create(rewriter, loc, lay.counts[kk], sizes[kk]);
+      auto slice = [&](Value table) {
+        return tensor::ExtractSliceOp::create(rewriter, loc, table, ArrayRef<OpFoldResult>{slotBases[kk]},
+                                              ArrayRef<OpFoldResult>{numSlots},
+                                              ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)})
+            .getResult();
+      };
+      Value slots = slice(slotRows);
+      auto maskType = RankedTensorType::get({ShapedType::kDynamic, staticSizes[kk]}, rewriter.getI1Type());
+      mask = tensor::ExpandShapeOp::create(rewriter, loc, maskType, slice(slotMask),
+                                           SmallVector<ReassociationIndices>{{0, 1}},
+                                           ArrayRef<OpFoldResult>{lay.counts[kk], getAsOpFoldResult(sizes[kk])});
       auto block = [&](Value operand, const std::optional<GatheredRows> &rows) -> Value {
         SmallVector<OpFoldResult> blockSizes{lay.counts[kk], getAsOpFoldResult(sizes[kk])};
         llvm::append_range(blockSizes, ArrayRef(tensor::getMixedSizes(rewriter, loc, operand)).drop_front());

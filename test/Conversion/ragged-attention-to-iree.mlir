@@ -7,9 +7,11 @@
 
 // f32 attention with static heads and head size runs on
 // the static ladder (12 sizes, 16 to 1024, and an overflow bucket of maxL
-// rows): bucket counts over 13 buckets; per bucket the source row and key
-// mask of every slot [n, S], IREE's row gathers (iree_linalg_ext.gather, in
-// generic form) of q, k and v viewed as static-S [n, S, H, d] blocks, and
+// rows): bucket counts over 13 buckets; one generic giving the source row
+// and key mask of every slot of every bucket (the slab's rows); per bucket
+// its slices of them (the mask viewed as [n, S]), IREE's row gathers
+// (iree_linalg_ext.gather, in generic form) of q, k and v viewed as
+// static-S [n, S, H, d] blocks, and
 // the attention on them: iree_linalg_ext.attention on 16 rows, past 256 and
 // on the overflow bucket; with scores-max-rows=256, from 32 to 256 rows,
 // materialised scores (two contractions of head-major [n H, S, d]
@@ -41,8 +43,10 @@
 // FUSED:         return
 // CHECK-LABEL: func.func @attention
 // CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} outs({{.*}} : tensor<?x13xi64>)
-// CHECK:         %[[SLOTS:.*]]:2 = linalg.generic {{.*}}outs({{.*}} : tensor<?x16xi64>, tensor<?x16xi1>)
-// CHECK:         %[[ROWS:.*]] = tensor.collapse_shape %[[SLOTS]]#0 {{\[}}[0, 1]] : tensor<?x16xi64> into tensor<?xi64>
+// CHECK:         %[[SLOTS:.*]]:2 = linalg.generic {{.*}}outs({{.*}} : tensor<?xi64>, tensor<?xi1>)
+// CHECK:         %[[ROWS:.*]] = tensor.extract_slice %[[SLOTS]]#0[%{{.*}}] [%{{.*}}] [1] : tensor<?xi64> to tensor<?xi64>
+// CHECK:         %[[MASKS:.*]] = tensor.extract_slice %[[SLOTS]]#1[%{{.*}}] [%{{.*}}] [1] : tensor<?xi1> to tensor<?xi1>
+// CHECK:         %[[MASK:.*]] = tensor.expand_shape %[[MASKS]] {{\[}}[0, 1]] output_shape [%{{.*}}, 16] : tensor<?xi1> into tensor<?x16xi1>
 // CHECK:         %[[QG:.*]] = "iree_linalg_ext.gather"(%{{.*}}, %[[ROWS]], %{{.*}}) {dimension_map = array<i64: 0>} : (tensor<?x2x4xf32>, tensor<?xi64>, tensor<?x2x4xf32>) -> tensor<?x2x4xf32>
 // CHECK:         %[[Q:.*]] = tensor.expand_shape %[[QG]] {{.*}} : tensor<?x2x4xf32> into tensor<?x16x2x4xf32>
 // CHECK:         "iree_linalg_ext.gather"(%{{.*}}, %[[ROWS]], %{{.*}})
@@ -50,7 +54,7 @@
 // CHECK:         "iree_linalg_ext.gather"(%{{.*}}, %[[ROWS]], %{{.*}})
 // CHECK:         %[[V:.*]] = tensor.expand_shape
 // CHECK:         %[[SCALE:.*]] = arith.constant 5.000000e-01 : f32
-// CHECK:         "iree_linalg_ext.attention"(%[[Q]], %[[K]], %[[V]], %[[SCALE]], %[[SLOTS]]#1, %{{.*}}) ({
+// CHECK:         "iree_linalg_ext.attention"(%[[Q]], %[[K]], %[[V]], %[[SCALE]], %[[MASK]], %{{.*}}) ({
 // CHECK-NEXT:    ^bb0(%[[S:.*]]: f32):
 // CHECK-NEXT:      "iree_linalg_ext.yield"(%[[S]]) : (f32) -> ()
 // CHECK-NEXT:    }) {indexing_maps = [#[[QMAP]], #[[KMAP]], #[[VMAP]], #[[SMAP]], #[[MMAP]], #[[OMAP]]]} : (tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, tensor<?x16x2x4xf32>, f32, tensor<?x16xi1>, tensor<?x16x2x4xf32>) -> tensor<?x16x2x4xf32>

@@ -198,12 +198,12 @@ def test_dispatch_count_independent_of_batch(name):
         # its blocks, its slots' lengths and the unfused attention, one
         # gather back. An empty bucket's dispatches have no workgroups.
         (ragged_mlir.CompileOptions(iree_attention=False), 121),
-        # The fused kernel, the default on AVX-512 hosts (51): 13 buckets,
-        # each a slot table and an iree_linalg_ext.attention (its gathers
-        # fused in, its output written in place into the concatenated
-        # slab), one gather back.
+        # The fused kernel, the default on AVX-512 hosts (52): one slot
+        # table for all buckets, then per bucket (13) its slices of it and
+        # an iree_linalg_ext.attention (its gathers fused in, its output
+        # written in place into the concatenated slab), one gather back.
         (ragged_mlir.CompileOptions(iree_attention=True), 55),
-        # With materialised scores up to 256 rows (107): buckets of 32 to
+        # With materialised scores up to 256 rows (108): buckets of 32 to
         # 256 rows also have the scores' dispatches (two data-tiled
         # contractions with their packs, the softmax), which run instead
         # where the bucket's scores fit.
@@ -236,6 +236,33 @@ def test_bucket_tables_are_one_dispatch():
     )
     hal = hal.decode() if isinstance(hal, bytes) else hal
     assert "__builtin_fill_i64" not in hal
+
+
+def test_fused_attention_executables():
+    """On the static ladder IREE compiles one executable per distinct
+    dispatch: each rung's attention, and one slot table for all rungs (a
+    table per rung of static size was one more executable per rung, about
+    1.5 s of a six-layer model's cold compile). Causal attention adds each
+    rung's [S, S] mask."""
+    h = H.replace("{B}", "64")
+    text = (
+        f"func.func @a(%q: {h}, %k: {h}, %v: {h}) -> {h} {{\n"
+        f"  %r = ragged.attention %q, %k, %v : {h}\n  return %r : {h}\n}}\n"
+    )
+    lowered = ragged_mlir.lower(text, options=ragged_mlir.CompileOptions(iree_attention=True))
+    sources = iree_compiler.compile_str(
+        lowered,
+        target_backends=["llvm-cpu"],
+        extra_args=["--compile-to=executable-sources", "--iree-llvmcpu-target-cpu=host"],
+    )
+    sources = sources.decode() if isinstance(sources, bytes) else sources
+    exports = re.findall(r"hal\.executable\.export public @(\w+)", sources)
+    attention = [e for e in exports if "_attention_" in e]
+    # Thirteen rungs, one fused attention each (the largest of dynamic size).
+    assert len(attention) == 13, attention
+    # Besides them 15: the schedule, the slot table, copies of its slices,
+    # the row gathers and the gather back. A slot table per rung was 27.
+    assert len(exports) <= len(attention) + 15, exports
 
 
 def attention_grad_dispatches(batch: int) -> int:
