@@ -267,6 +267,22 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
   for (unsigned i = 0; i < rowRank; ++i)
     slotsThenRow.push_back({i + 2});
 
+  // The first row and the length of the item at rank `rank` (in bucket
+  // order); the row `i` of it that a block reads (rows past the item's end
+  // repeat its last row), and whether `i` lies inside the item.
+  auto rankedItem = [&](OpBuilder &b, Location l, Value rank) {
+    Value item = loadIndex(b, l, lay.itemAt, ValueRange{rank});
+    Value start = loadIndex(b, l, lo, item);
+    return std::make_pair(start, arith::SubIOp::create(b, l, loadIndex(b, l, hi, item), start).getResult());
+  };
+  auto itemRow = [&](OpBuilder &b, Location l, Value rank, Value i) {
+    auto [start, len] = rankedItem(b, l, rank);
+    Value last = arith::SubIOp::create(b, l, len, constIndex(b, l, 1));
+    Value row = arith::AddIOp::create(b, l, start, arith::MinUIOp::create(b, l, i, last));
+    Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, len);
+    return std::make_pair(row, valid);
+  };
+
   // With the kernel's row gathers, the source row and key mask of every
   // slot of every bucket come from one generic over the slab's slots (slot
   // s of bucket k lies at slab row baseTable[k] + s); each bucket reads its
@@ -304,13 +320,7 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
                                               at(lay.baseTable));
           Value size = at(lay.sizeTable);
           Value rank = arith::AddIOp::create(b, l, at(lay.firstTable), arith::DivUIOp::create(b, l, local, size));
-          Value i = arith::RemUIOp::create(b, l, local, size);
-          Value item = loadIndex(b, l, lay.itemAt, ValueRange{rank});
-          Value start = loadIndex(b, l, lo, item);
-          Value len = arith::SubIOp::create(b, l, loadIndex(b, l, hi, item), start);
-          Value last = arith::SubIOp::create(b, l, len, constIndex(b, l, 1));
-          Value row = arith::AddIOp::create(b, l, start, arith::MinUIOp::create(b, l, i, last));
-          Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, len);
+          auto [row, valid] = itemRow(b, l, rank, arith::RemUIOp::create(b, l, local, size));
           linalg::YieldOp::create(b, l, ValueRange{arith::IndexCastOp::create(b, l, i64, row), valid});
         });
     slotRows = table.getResult(0);
@@ -339,20 +349,12 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
       return std::make_pair(RankedTensorType::get(shape, elem), dyn);
     };
     Value first = lay.firsts[kk];
-    // The first row and the length of the item in slot `slot` of this bucket.
+    // The same for the item in slot `slot` of this bucket.
     auto slotItem = [&](OpBuilder &b, Location l, Value slot) {
-      Value item = loadIndex(b, l, lay.itemAt, ValueRange{arith::AddIOp::create(b, l, first, slot)});
-      Value start = loadIndex(b, l, lo, item);
-      return std::make_pair(start, arith::SubIOp::create(b, l, loadIndex(b, l, hi, item), start).getResult());
+      return rankedItem(b, l, arith::AddIOp::create(b, l, first, slot));
     };
-    // The row `i` of that item that the block reads, and whether `i` lies
-    // inside the item.
     auto slotRow = [&](OpBuilder &b, Location l, Value slot, Value i) {
-      auto [start, len] = slotItem(b, l, slot);
-      Value last = arith::SubIOp::create(b, l, len, constIndex(b, l, 1));
-      Value row = arith::AddIOp::create(b, l, start, arith::MinUIOp::create(b, l, i, last));
-      Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, i, len);
-      return std::make_pair(row, valid);
+      return itemRow(b, l, arith::AddIOp::create(b, l, first, slot), i);
     };
     auto slotInit = [&](Type type) {
       return emptyTensor(rewriter, loc, {ShapedType::kDynamic, staticSizes[kk]}, type, dyn2);
