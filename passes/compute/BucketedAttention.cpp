@@ -25,11 +25,13 @@ using namespace mlir::ragged::lowering;
 namespace {
 
 /// Where the blocks lie. Host values: counts[k] = n_k, firsts[k] = sum
-/// over j < k of n_j. Device tensors: itemAt[j], the j-th non-empty item in
-/// (bucket, batch) order, and slabStart[b], the first output-slab row of
-/// item b.
+/// over j < k of n_j, bases[k] = the first output-slab row of bucket k (sum
+/// over j < k of n_j S_j), slabRows = all of them. Device tensors:
+/// itemAt[j], the j-th non-empty item in (bucket, batch) order, and
+/// slabStart[b], the first output-slab row of item b.
 struct Layout {
-  SmallVector<Value> counts, firsts;
+  SmallVector<Value> counts, firsts, bases;
+  Value slabRows;
   Value itemAt, slabStart;
   /// [K] i64 tables: the first output-slab row of bucket k (sum over j < k
   /// of n_j S_j), firsts and the sizes S_k. slabStart and itemAt read them
@@ -37,6 +39,20 @@ struct Layout {
   /// three tables of 13 buckets exceed IREE's CPU limit of 64 per dispatch.
   Value baseTable, firstTable, sizeTable;
 };
+
+/// The last bucket k whose entry table[k] ([K] i64) is at most `x` (i64),
+/// bucket 0 if none: with first ranks or first slab rows, the bucket holding
+/// rank or slab row `x` (an empty bucket starts where the next one does).
+Value lastBucketAtOrBefore(OpBuilder &b, Location loc, Value table, Value x, int64_t numBuckets) {
+  Value bucket = constIndex(b, loc, 0);
+  for (int64_t kk = 1; kk < numBuckets; ++kk) {
+    Value kkIndex = constIndex(b, loc, kk);
+    Value reached = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                                          tensor::ExtractOp::create(b, loc, table, kkIndex), x);
+    bucket = arith::SelectOp::create(b, loc, reached, kkIndex, bucket);
+  }
+  return bucket;
+}
 
 Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> sizes) {
   Type i64 = b.getI64Type();
@@ -74,13 +90,16 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
   });
   // Items per bucket, read on the host: they size the blocks.
   Layout lay;
-  Value first = constIndex(b, loc, 0);
+  Value first = constIndex(b, loc, 0), base = constIndex(b, loc, 0);
   for (int64_t kk = 0; kk < numBuckets; ++kk) {
     Value n = loadIndex(b, loc, chunkFirst, ValueRange{chunks, constIndex(b, loc, kk)});
     lay.counts.push_back(n);
     lay.firsts.push_back(first);
+    lay.bases.push_back(base);
     first = arith::AddIOp::create(b, loc, first, n);
+    base = arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, n, sizes[kk]));
   }
+  lay.slabRows = base;
   // The tables, computed on the device from the counts (the generic
   // captures only the sizes and the chunk count). Built from host values
   // (tensor.from_elements), they cost IREE a fill dispatch per entry: 37
@@ -130,13 +149,7 @@ Layout layout(OpBuilder &b, Location loc, Value lo, Value hi, ArrayRef<Value> si
   lay.itemAt = parallelGeneric(
       b, loc, emptyTensor(b, loc, {ShapedType::kDynamic}, i64, {first}), {}, {}, [&](OpBuilder &nb, Location l, ValueRange) {
         Value j = asI64(nb, l, linalg::IndexOp::create(nb, l, 0));
-        Value bucket = constIndex(nb, l, 0);
-        for (int64_t kk = 1; kk < numBuckets; ++kk) {
-          Value kkIndex = constIndex(nb, l, kk);
-          Value reached = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle,
-                                                tensor::ExtractOp::create(nb, l, lay.firstTable, kkIndex), j);
-          bucket = arith::SelectOp::create(nb, l, reached, kkIndex, bucket);
-        }
+        Value bucket = lastBucketAtOrBefore(nb, l, lay.firstTable, j, numBuckets);
         Value bucket64 = arith::IndexCastOp::create(nb, l, i64, bucket);
         Value r = arith::SubIOp::create(nb, l, j, tensor::ExtractOp::create(nb, l, lay.firstTable, bucket));
         auto prefix = [&](OpBuilder &sb, Location sl, Value c) -> Value {
@@ -289,29 +302,15 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
   // part as a slice. One generic per bucket of static size S was one more
   // executable for IREE to compile per rung of the ladder.
   Value slotRows, slotMask;
-  SmallVector<Value> slotBases;
   if (rowGathers) {
-    Value total = constIndex(rewriter, loc, 0);
-    for (auto [n, size] : llvm::zip(lay.counts, sizes)) {
-      slotBases.push_back(total);
-      total = arith::AddIOp::create(rewriter, loc, total, arith::MulIOp::create(rewriter, loc, n, size));
-    }
-    Value init64 = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {total});
-    Value init1 = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, rewriter.getI1Type(), {total});
+    Value init64 = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, i64, {lay.slabRows});
+    Value init1 = emptyTensor(rewriter, loc, {ShapedType::kDynamic}, rewriter.getI1Type(), {lay.slabRows});
     auto table = linalg::GenericOp::create(
         rewriter, loc, TypeRange{init64.getType(), init1.getType()}, ValueRange{}, ValueRange{init64, init1},
         SmallVector<AffineMap>(2, rewriter.getMultiDimIdentityMap(1)),
         SmallVector<utils::IteratorType>{utils::IteratorType::parallel}, [&](OpBuilder &b, Location l, ValueRange) {
           Value slot = arith::IndexCastOp::create(b, l, i64, linalg::IndexOp::create(b, l, 0));
-          // The last bucket starting at or before the slot (an empty bucket
-          // starts where the next one does).
-          Value bucket = constIndex(b, l, 0);
-          for (size_t kk = 1; kk < sizes.size(); ++kk) {
-            Value kkIndex = constIndex(b, l, kk);
-            Value reached = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sle,
-                                                  tensor::ExtractOp::create(b, l, lay.baseTable, kkIndex), slot);
-            bucket = arith::SelectOp::create(b, l, reached, kkIndex, bucket);
-          }
+          Value bucket = lastBucketAtOrBefore(b, l, lay.baseTable, slot, sizes.size());
           auto at = [&](Value t) {
             return arith::IndexCastOp::create(b, l, b.getIndexType(), tensor::ExtractOp::create(b, l, t, bucket))
                 .getResult();
@@ -367,7 +366,7 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc, Arr
       // with index arithmetic and a scalar load for each.
       Value numSlots = arith::MulIOp::create(rewriter, loc, lay.counts[kk], sizes[kk]);
       auto slice = [&](Value table) {
-        return tensor::ExtractSliceOp::create(rewriter, loc, table, ArrayRef<OpFoldResult>{slotBases[kk]},
+        return tensor::ExtractSliceOp::create(rewriter, loc, table, ArrayRef<OpFoldResult>{lay.bases[kk]},
                                               ArrayRef<OpFoldResult>{numSlots},
                                               ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)})
             .getResult();
