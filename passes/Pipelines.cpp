@@ -37,15 +37,16 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
                      "whose scores are materialised rather than computed by "
                      "IREE's fused kernel (0: fused everywhere)"),
       llvm::cl::init(ragged::kDefaultScoresMaxRows)};
-  Option<bool> cpuWholeRows{
-      *this, "cpu-whole-rows",
-      llvm::cl::desc("Run ragged-cpu-whole-rows last: IREE CPU workgroups of "
-                     "whole rows for generics over packed rows (needs "
+  Option<bool> cpuTiles{
+      *this, "cpu-tiles",
+      llvm::cl::desc("Run ragged-cpu-whole-rows and ragged-cpu-attention-tiles "
+                     "last: IREE CPU workgroups of whole rows for generics over "
+                     "packed rows, whole heads for the fused attention (needs "
                      "unregistered dialects allowed; CPU targets only)"),
       llvm::cl::init(true)};
   Option<bool> peelRemainders{
       *this, "peel-remainders",
-      llvm::cl::desc("With cpu-whole-rows: peel vector remainders rather than "
+      llvm::cl::desc("With cpu-tiles: peel vector remainders rather than "
                      "mask them (x86 without AVX-512)"),
       llvm::cl::init(false)};
   Option<int64_t> contractionChunk{
@@ -84,7 +85,9 @@ void mlir::ragged::registerRaggedPipelines() {
         pm.addPass(createSplitDynamicContractionsPass(split));
         // Last: it reads the extents canonicalization made static.
         pm.addPass(createHintDataTilingPass());
-        if (options.cpuWholeRows)
+        if (options.cpuTiles) {
           pm.addPass(createCpuWholeRowsPass({options.peelRemainders}));
+          pm.addPass(createCpuAttentionTilesPass());
+        }
       });
 }

@@ -243,7 +243,7 @@ class CompileOptions:
         if not fused:
             options.append("iree-attention=0")  # the pipeline's default is 1
         if not cpu:
-            options.append("cpu-whole-rows=0")  # IREE CPU workgroups; the pipeline's default is 1
+            options.append("cpu-tiles=0")  # IREE CPU tile sizes; the pipeline's default is 1
         elif _PEEL in self.flags():
             options.append("peel-remainders=1")  # as IREE's own vectorisation on this host
         scores = self.attention_scores_max_rows

@@ -106,8 +106,8 @@ def test_gpu_targets_balance_by_default():
     else:
         assert cpu == "builtin.module(ragged-to-iree-input{iree-attention=0})"
     # IREE CPU workgroup sizes only for CPU targets.
-    assert "cpu-whole-rows=0" in CompileOptions(target="cuda").pipeline
-    assert "cpu-whole-rows" not in cpu
+    assert "cpu-tiles=0" in CompileOptions(target="cuda").pipeline
+    assert "cpu-tiles" not in cpu
     assert CompileOptions(iree_attention=True).pipeline == ragged_mlir.compiler.PIPELINE
     for bad in (-1, 65):
         with pytest.raises(ValueError, match="balance_tile: expected 0 to 64"):

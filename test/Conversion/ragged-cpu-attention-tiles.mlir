@@ -1,0 +1,85 @@
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-cpu-attention-tiles --split-input-file | FileCheck %s
+
+// A bucket of 12 heads of 32 ([n, S, H, d], as ragged-attention-to-iree
+// builds it): 64 queries per workgroup, the whole head and 8 queries per
+// vector step, 16 keys per step of the online softmax.
+// CHECK-LABEL: func.func @heads_of_32
+// CHECK:         "iree_linalg_ext.attention"
+// CHECK:         compilation_info = #iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [1, 1, 64, 32, 0, 0], vector_common_parallel = [1, 1, 8, 32, 0, 0], vector_reduction = [0, 0, 0, 0, 0, 16]>, translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<LinalgExtTileAndVectorize>>>
+func.func @heads_of_32(%q: tensor<?x64x12x32xf32>, %k: tensor<?x64x12x32xf32>, %v: tensor<?x64x12x32xf32>, %mask: tensor<?x64xi1>, %init: tensor<?x64x12x32xf32>) -> tensor<?x64x12x32xf32> {
+  %scale = arith.constant 0.176776695 : f32
+  %o = "iree_linalg_ext.attention"(%q, %k, %v, %scale, %mask, %init) ({
+  ^bb0(%s: f32):
+    "iree_linalg_ext.yield"(%s) : (f32) -> ()
+  }) {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d4)>,
+                       affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d3)>, affine_map<(d0, d1, d2, d3, d4, d5) -> ()>,
+                       affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d3)>]}
+     : (tensor<?x64x12x32xf32>, tensor<?x64x12x32xf32>, tensor<?x64x12x32xf32>, f32, tensor<?x64xi1>, tensor<?x64x12x32xf32>) -> tensor<?x64x12x32xf32>
+  return %o : tensor<?x64x12x32xf32>
+}
+
+// -----
+
+// One head of 64 ([n, S, d]), a dynamic bucket size and a causal [S, S]
+// mask: 4 queries per vector step keep 4 x 64 x 16 f32 within 16 KiB.
+// CHECK-LABEL: func.func @one_head_of_64
+// CHECK:         lowering_config = #iree_cpu.lowering_config<distribution = [1, 64, 64, 0, 0], vector_common_parallel = [1, 4, 64, 0, 0], vector_reduction = [0, 0, 0, 0, 16]>
+func.func @one_head_of_64(%q: tensor<?x?x64xf32>, %k: tensor<?x?x64xf32>, %v: tensor<?x?x64xf32>, %mask: tensor<?x?xi1>, %init: tensor<?x?x64xf32>) -> tensor<?x?x64xf32> {
+  %scale = arith.constant 0.125 : f32
+  %o = "iree_linalg_ext.attention"(%q, %k, %v, %scale, %mask, %init) ({
+  ^bb0(%s: f32):
+    "iree_linalg_ext.yield"(%s) : (f32) -> ()
+  }) {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>,
+                       affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>, affine_map<(d0, d1, d2, d3, d4) -> ()>,
+                       affine_map<(d0, d1, d2, d3, d4) -> (d1, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>]}
+     : (tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, f32, tensor<?x?xi1>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
+  return %o : tensor<?x?x64xf32>
+}
+
+// -----
+
+// Head-major blocks with the keys transposed ([n, H, d, S]): the loops are
+// told apart by the maps, not by their order. Heads of 128: 2 queries per
+// vector step.
+// CHECK-LABEL: func.func @head_major
+// CHECK:         lowering_config = #iree_cpu.lowering_config<distribution = [1, 1, 64, 128, 0, 0], vector_common_parallel = [1, 1, 2, 128, 0, 0], vector_reduction = [0, 0, 0, 0, 0, 16]>
+func.func @head_major(%q: tensor<4x2x32x128xf32>, %k: tensor<4x2x128x32xf32>, %v: tensor<4x2x32x128xf32>, %mask: tensor<4x32xi1>, %init: tensor<4x2x32x128xf32>) -> tensor<4x2x32x128xf32> {
+  %scale = arith.constant 0.0883883461 : f32
+  %o = "iree_linalg_ext.attention"(%q, %k, %v, %scale, %mask, %init) ({
+  ^bb0(%s: f32):
+    "iree_linalg_ext.yield"(%s) : (f32) -> ()
+  }) {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4, d5)>,
+                       affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d5, d3)>, affine_map<(d0, d1, d2, d3, d4, d5) -> ()>,
+                       affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>]}
+     : (tensor<4x2x32x128xf32>, tensor<4x2x128x32xf32>, tensor<4x2x32x128xf32>, f32, tensor<4x32xi1>, tensor<4x2x32x128xf32>) -> tensor<4x2x32x128xf32>
+  return %o : tensor<4x2x32x128xf32>
+}
+
+// -----
+
+// A dynamic head size keeps IREE's own choice; so does an attention that
+// already has a compilation_info.
+// CHECK-LABEL: func.func @left_alone
+// CHECK:         "iree_linalg_ext.attention"
+// CHECK-NOT:     compilation_info
+// CHECK:         }) {indexing_maps
+// CHECK:         }) {compilation_info = "set by the user", indexing_maps
+func.func @left_alone(%q: tensor<?x?x?xf32>, %mask: tensor<?x?xi1>) -> (tensor<?x?x?xf32>, tensor<?x?x?xf32>) {
+  %scale = arith.constant 0.125 : f32
+  %o = "iree_linalg_ext.attention"(%q, %q, %q, %scale, %mask, %q) ({
+  ^bb0(%s: f32):
+    "iree_linalg_ext.yield"(%s) : (f32) -> ()
+  }) {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>,
+                       affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>, affine_map<(d0, d1, d2, d3, d4) -> ()>,
+                       affine_map<(d0, d1, d2, d3, d4) -> (d0, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>]}
+     : (tensor<?x?x?xf32>, tensor<?x?x?xf32>, tensor<?x?x?xf32>, f32, tensor<?x?xi1>, tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+  %p = "iree_linalg_ext.attention"(%q, %q, %q, %scale, %mask, %q) ({
+  ^bb0(%s: f32):
+    "iree_linalg_ext.yield"(%s) : (f32) -> ()
+  }) {compilation_info = "set by the user",
+      indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d3)>,
+                       affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2)>, affine_map<(d0, d1, d2, d3, d4) -> ()>,
+                       affine_map<(d0, d1, d2, d3, d4) -> (d0, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>]}
+     : (tensor<?x?x?xf32>, tensor<?x?x?xf32>, tensor<?x?x?xf32>, f32, tensor<?x?xi1>, tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+  return %o, %p : tensor<?x?x?xf32>, tensor<?x?x?xf32>
+}
