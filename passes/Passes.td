@@ -113,8 +113,10 @@ def CpuAttentionTilesPass : Pass<"ragged-cpu-attention-tiles", "ModuleOp"> {
     pass gives every attention whose head sizes are static IREE's
     `compilation_info`: 64 queries per workgroup; per vector step the whole
     head, 16 keys, and as many queries (at most 8) as keep IREE's largest
-    vector, queries x head x keys, within 16 KiB (8 for heads of up to 32
-    columns, 4 for 64, 2 for 128). On 12 heads of 32 (AMD EPYC, AVX-512, 2
+    vector, queries x head x keys, within the 256 native vectors IREE's CPU
+    codegen accepts: with `vector-bytes` (the target's native vector size)
+    64, as on AVX-512, 16 KiB (8 queries for heads of up to 32 columns, 4
+    for 64, 2 for 128); AVX2 has 32 and NEON 16. On 12 heads of 32 (AMD EPYC, AVX-512, 2
     threads) the kernel ran 1.4-1.7x faster, on 12 heads of 64 7.8x. The
     loops are told apart by the operand maps, so any layout of batch and
     head dims is configured. An attention that already has a
@@ -137,6 +139,10 @@ def CpuAttentionTilesPass : Pass<"ragged-cpu-attention-tiles", "ModuleOp"> {
         indexing_maps = [...]} : ...
     ```
   }];
+  let options = [
+    Option<"vectorBytes", "vector-bytes", "int64_t", /*default=*/"64",
+           "The target's native vector size in bytes (IREE's native_vector_size)">,
+  ];
 }
 
 def CpuWholeRowsPass : Pass<"ragged-cpu-whole-rows", "ModuleOp"> {

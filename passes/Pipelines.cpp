@@ -44,6 +44,11 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
                      "packed rows, whole heads for the fused attention (needs "
                      "unregistered dialects allowed; CPU targets only)"),
       llvm::cl::init(true)};
+  Option<int64_t> cpuVectorBytes{
+      *this, "cpu-vector-bytes",
+      llvm::cl::desc("With cpu-tiles: the CPU target's native vector size in "
+                     "bytes (64 for AVX-512, 32 for AVX2, 16 for NEON)"),
+      llvm::cl::init(64)};
   Option<bool> peelRemainders{
       *this, "peel-remainders",
       llvm::cl::desc("With cpu-tiles: peel vector remainders rather than "
@@ -87,7 +92,7 @@ void mlir::ragged::registerRaggedPipelines() {
         pm.addPass(createHintDataTilingPass());
         if (options.cpuTiles) {
           pm.addPass(createCpuWholeRowsPass({options.peelRemainders}));
-          pm.addPass(createCpuAttentionTilesPass());
+          pm.addPass(createCpuAttentionTilesPass({options.cpuVectorBytes}));
         }
       });
 }

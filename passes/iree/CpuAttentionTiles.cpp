@@ -6,7 +6,8 @@
 // heads, [8, 128] blocks, AMD EPYC with AVX-512, 2 threads: 6.5 GFLOP/s).
 // This pass gives each attention the whole head in one vector step, and as
 // many queries as keep IREE's largest vector (queries x head x key step)
-// within 16 KiB: 8 for heads of up to 32, 4 for 64. On 12 heads of 32 the
+// within the 256 native vectors IREE's CPU codegen accepts (16 KiB on
+// AVX-512: 8 queries for heads of up to 32, 4 for 64). On 12 heads of 32 the
 // kernel ran 1.4-1.7x faster and of 64 7.8x; a MiniLM layer on a
 // NestedTensor 1.2x at SQuAD v2 and RACE lengths. The sizes are IREE's
 // `compilation_info`, built by name for IREE to parse.
@@ -35,8 +36,9 @@ constexpr int64_t kQueriesPerWorkgroup = 64;
 /// Keys per step of the online softmax (32 exceeds the vector budget at 8
 /// queries of 32 columns).
 constexpr int64_t kKeyStep = 16;
-/// IREE's CPU codegen rejects a vector of more bytes ("large vector sizes").
-constexpr int64_t kMaxVectorBytes = 16 << 10;
+/// IREE's CPU codegen rejects a vector of more than this many native
+/// vectors ("large vector sizes": 32 KiB on AVX-512, 16 KiB on AVX2).
+constexpr int64_t kMaxNativeVectors = 256;
 /// Queries per vector step at most: 16 ran slower than 8 on heads of 16.
 constexpr int64_t kMaxQueryStep = 8;
 
@@ -45,9 +47,10 @@ constexpr int64_t kMaxQueryStep = 8;
 /// column (query and key) or key (key and value).
 enum class Loop { Batch, Query, Column, Head, Key };
 
-/// The `compilation_info` for `op`, or null where its loops or head sizes
-/// are not those of an attention with static heads.
-Attribute attentionConfig(Operation *op) {
+/// The `compilation_info` for `op` on a target of `vectorBytes` native
+/// vectors, or null where its loops or head sizes are not those of an
+/// attention with static heads.
+Attribute attentionConfig(Operation *op, int64_t vectorBytes) {
   auto maps = op->getAttrOfType<ArrayAttr>("indexing_maps");
   if (!maps || maps.size() != op->getNumOperands() || maps.size() < 5)
     return {};
@@ -81,8 +84,8 @@ Attribute attentionConfig(Operation *op) {
   if (ShapedType::isDynamic(head) || ShapedType::isDynamic(columns) || head <= 0 || columns <= 0)
     return {};
   int64_t bytes = std::max<int64_t>(1, qType.getElementTypeBitWidth() / 8);
-  int64_t queries = std::clamp<int64_t>(kMaxVectorBytes / (std::max(head, columns) * kKeyStep * bytes), 1,
-                                        kMaxQueryStep);
+  int64_t budget = kMaxNativeVectors * vectorBytes;
+  int64_t queries = std::clamp<int64_t>(budget / (std::max(head, columns) * kKeyStep * bytes), 1, kMaxQueryStep);
   std::string distribution, parallel, reduction;
   for (auto [i, loop] : llvm::enumerate(loops)) {
     int64_t d = 0, p = 0, r = 0;
@@ -120,6 +123,11 @@ struct CpuAttentionTilesPass : ragged::impl::CpuAttentionTilesPassBase<CpuAttent
   using CpuAttentionTilesPassBase::CpuAttentionTilesPassBase;
 
   void runOnOperation() override {
+    if (vectorBytes <= 0) {
+      emitError(getOperation().getLoc()) << "ragged-cpu-attention-tiles: vector-bytes must be positive, got "
+                                         << static_cast<int64_t>(vectorBytes);
+      return signalPassFailure();
+    }
     WalkResult result = getOperation()->walk([&](Operation *op) {
       if (op->getName().getStringRef() != kAttentionOp || op->hasAttr("compilation_info"))
         return WalkResult::advance();
@@ -127,7 +135,7 @@ struct CpuAttentionTilesPass : ragged::impl::CpuAttentionTilesPassBase<CpuAttent
         op->emitOpError("IREE's compilation_info needs unregistered dialects allowed");
         return WalkResult::interrupt();
       }
-      if (Attribute config = attentionConfig(op))
+      if (Attribute config = attentionConfig(op, vectorBytes))
         op->setAttr("compilation_info", config);
       return WalkResult::advance();
     });

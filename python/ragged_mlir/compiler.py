@@ -82,6 +82,7 @@ _DEFAULT_DEVICE = {
 }
 
 _DATA_TILING = "--iree-opt-data-tiling"
+_HOST_CPU = "--iree-llvmcpu-target-cpu=host"
 #: The module attribute of a lowering that must not be data-tiled.
 _NO_DATA_TILING = "ragged.no_data_tiling"
 
@@ -94,7 +95,7 @@ _DEFAULT_FLAGS = {
     # Data tiling packs GEMM operands into the CPU's tile layout: the dense
     # projections of an encoder run ~2x faster with it (189 against 83
     # GFLOP/s on [1478, 384] x [384, 1536], torch's addmm 178).
-    Target.LLVM_CPU: ["--iree-llvmcpu-target-cpu=host", _DATA_TILING, _KEEP_F64],
+    Target.LLVM_CPU: [_HOST_CPU, _DATA_TILING, _KEEP_F64],
     Target.CUDA: ["--iree-cuda-target=sm_80", _KEEP_F64],
     # IREE's default Vulkan profile has no Int64, which ragged kernels use
     # for offsets; desktop GPUs have it.
@@ -109,6 +110,15 @@ _DEFAULT_FLAGS = {
 #: into its own loop (AMD EPYC, AVX2, 2 threads); all-MiniLM-L6-v2 runs
 #: 1.0x (MNLI) to 1.14x (RACE lengths) faster end to end.
 _PEEL = "--iree-llvmcpu-vector-pproc-strategy=peel"
+
+#: Native vector bytes on AVX-512: the pipeline's default ``cpu-vector-bytes``.
+_AVX512_VECTOR_BYTES = 64
+#: Flags that name the CPU target instead of the host.
+_CPU_TARGET_FLAGS = {
+    "--iree-llvmcpu-target-cpu",
+    "--iree-llvmcpu-target-cpu-features",
+    "--iree-llvmcpu-target-triple",
+}
 
 #: Targets without f64: SPIR-V's GLSL functions (exp, tanh, ...) take 16
 #: and 32-bit floats only, and Metal has no f64 buffers.
@@ -208,6 +218,19 @@ class CompileOptions:
             defaults = [f for f in defaults if f != _DATA_TILING]
         return defaults + list(self.iree_flags)
 
+    def _native_vector_bytes(self) -> int:
+        """The CPU target's native vector size in bytes, as IREE's
+        ``native_vector_size``: IREE's CPU codegen rejects a vector of more
+        than 256 of them, which bounds the tiles ``cpu-tiles`` sets. The
+        host's, unless the flags name another CPU, triple or features; then
+        the smallest of IREE's CPU targets (NEON's 16), which is legal on
+        all of them."""
+        if any(f.split("=", 1)[0] in _CPU_TARGET_FLAGS and f != _HOST_CPU for f in self.iree_flags):
+            return 16
+        if _host_has_avx512():
+            return _AVX512_VECTOR_BYTES
+        return 32 if _host_is_x86() else 16
+
     @property
     def driver(self) -> str:
         return self.device or _DEFAULT_DEVICE[self.target]
@@ -244,8 +267,12 @@ class CompileOptions:
             options.append("iree-attention=0")  # the pipeline's default is 1
         if not cpu:
             options.append("cpu-tiles=0")  # IREE CPU tile sizes; the pipeline's default is 1
-        elif _PEEL in self.flags():
-            options.append("peel-remainders=1")  # as IREE's own vectorisation on this host
+        else:
+            if _PEEL in self.flags():
+                options.append("peel-remainders=1")  # as IREE's own vectorisation on this host
+            vector_bytes = self._native_vector_bytes()
+            if vector_bytes != _AVX512_VECTOR_BYTES:  # the pipeline's default
+                options.append(f"cpu-vector-bytes={vector_bytes}")
         scores = self.attention_scores_max_rows
         if scores is not None:
             if isinstance(scores, bool) or not isinstance(scores, int) or scores < 0:

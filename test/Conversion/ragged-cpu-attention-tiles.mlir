@@ -1,9 +1,15 @@
 // RUN: ragged-opt %s --allow-unregistered-dialect --ragged-cpu-attention-tiles --split-input-file | FileCheck %s
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-cpu-attention-tiles=vector-bytes=32 --split-input-file | FileCheck %s --check-prefix=AVX2
+// RUN: not ragged-opt %s --allow-unregistered-dialect --ragged-cpu-attention-tiles=vector-bytes=0 --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
+// BAD: vector-bytes must be positive, got 0
 
 // A bucket of 12 heads of 32 ([n, S, H, d], as ragged-attention-to-iree
 // builds it): 64 queries per workgroup, the whole head and 8 queries per
 // vector step, 16 keys per step of the online softmax.
+// With 32-byte native vectors (AVX2) IREE accepts 8 KiB: 4 queries.
 // CHECK-LABEL: func.func @heads_of_32
+// AVX2-LABEL:  func.func @heads_of_32
+// AVX2:          vector_common_parallel = [1, 1, 4, 32, 0, 0]
 // CHECK:         "iree_linalg_ext.attention"
 // CHECK:         compilation_info = #iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [1, 1, 64, 32, 0, 0], vector_common_parallel = [1, 1, 8, 32, 0, 0], vector_reduction = [0, 0, 0, 0, 0, 16]>, translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<LinalgExtTileAndVectorize>>>
 func.func @heads_of_32(%q: tensor<?x64x12x32xf32>, %k: tensor<?x64x12x32xf32>, %v: tensor<?x64x12x32xf32>, %mask: tensor<?x64xi1>, %init: tensor<?x64x12x32xf32>) -> tensor<?x64x12x32xf32> {
@@ -23,6 +29,8 @@ func.func @heads_of_32(%q: tensor<?x64x12x32xf32>, %k: tensor<?x64x12x32xf32>, %
 // One head of 64 ([n, S, d]), a dynamic bucket size and a causal [S, S]
 // mask: 4 queries per vector step keep 4 x 64 x 16 f32 within 16 KiB.
 // CHECK-LABEL: func.func @one_head_of_64
+// AVX2-LABEL:  func.func @one_head_of_64
+// AVX2:          vector_common_parallel = [1, 2, 64, 0, 0]
 // CHECK:         lowering_config = #iree_cpu.lowering_config<distribution = [1, 64, 64, 0, 0], vector_common_parallel = [1, 4, 64, 0, 0], vector_reduction = [0, 0, 0, 0, 16]>
 func.func @one_head_of_64(%q: tensor<?x?x64xf32>, %k: tensor<?x?x64xf32>, %v: tensor<?x?x64xf32>, %mask: tensor<?x?xi1>, %init: tensor<?x?x64xf32>) -> tensor<?x?x64xf32> {
   %scale = arith.constant 0.125 : f32
@@ -42,6 +50,8 @@ func.func @one_head_of_64(%q: tensor<?x?x64xf32>, %k: tensor<?x?x64xf32>, %v: te
 // told apart by the maps, not by their order. Heads of 128: 2 queries per
 // vector step.
 // CHECK-LABEL: func.func @head_major
+// AVX2-LABEL:  func.func @head_major
+// AVX2:          vector_common_parallel = [1, 1, 1, 128, 0, 0]
 // CHECK:         lowering_config = #iree_cpu.lowering_config<distribution = [1, 1, 64, 128, 0, 0], vector_common_parallel = [1, 1, 2, 128, 0, 0], vector_reduction = [0, 0, 0, 0, 0, 16]>
 func.func @head_major(%q: tensor<4x2x32x128xf32>, %k: tensor<4x2x128x32xf32>, %v: tensor<4x2x32x128xf32>, %mask: tensor<4x32xi1>, %init: tensor<4x2x32x128xf32>) -> tensor<4x2x32x128xf32> {
   %scale = arith.constant 0.0883883461 : f32

@@ -102,9 +102,18 @@ def test_gpu_targets_balance_by_default():
     if ragged_mlir.compiler._host_has_avx512():
         assert cpu == ragged_mlir.compiler.PIPELINE
     elif ragged_mlir.compiler._host_is_x86():
-        assert cpu == "builtin.module(ragged-to-iree-input{iree-attention=0 peel-remainders=1})"
+        assert (
+            cpu
+            == "builtin.module(ragged-to-iree-input{iree-attention=0 peel-remainders=1 cpu-vector-bytes=32})"
+        )
     else:
-        assert cpu == "builtin.module(ragged-to-iree-input{iree-attention=0})"
+        assert cpu == "builtin.module(ragged-to-iree-input{iree-attention=0 cpu-vector-bytes=16})"
+    # A CPU named in the flags gets the tiles of the smallest native vector.
+    named = CompileOptions(iree_flags=["--iree-llvmcpu-target-cpu=haswell"]).pipeline
+    assert "cpu-vector-bytes=16" in named
+    assert "cpu-vector-bytes" not in CompileOptions(
+        iree_flags=["--iree-llvmcpu-target-cpu=host"]
+    ).pipeline or (not ragged_mlir.compiler._host_has_avx512())
     # IREE CPU workgroup sizes only for CPU targets.
     assert "cpu-tiles=0" in CompileOptions(target="cuda").pipeline
     assert "cpu-tiles" not in cpu
