@@ -16,10 +16,9 @@
 
 #include "passes/Passes.h"
 
-#include "mlir/AsmParser/AsmParser.h"
-#include "mlir/IR/BuiltinAttributes.h"
+#include "passes/iree/CompilationInfo.h"
 
-#include <string>
+#include "mlir/IR/BuiltinAttributes.h"
 
 namespace mlir::ragged {
 #define GEN_PASS_DEF_CPUATTENTIONTILESPASS
@@ -86,8 +85,8 @@ Attribute attentionConfig(Operation *op, int64_t vectorBytes) {
   int64_t bytes = std::max<int64_t>(1, qType.getElementTypeBitWidth() / 8);
   int64_t budget = kMaxNativeVectors * vectorBytes;
   int64_t queries = std::clamp<int64_t>(budget / (std::max(head, columns) * kKeyStep * bytes), 1, kMaxQueryStep);
-  std::string distribution, parallel, reduction;
-  for (auto [i, loop] : llvm::enumerate(loops)) {
+  SmallVector<int64_t> distribution, parallel, reduction;
+  for (Loop loop : loops) {
     int64_t d = 0, p = 0, r = 0;
     switch (loop) {
     case Loop::Batch:
@@ -106,17 +105,14 @@ Attribute attentionConfig(Operation *op, int64_t vectorBytes) {
       r = kKeyStep;
       break;
     }
-    const char *sep = i ? ", " : "";
-    distribution += sep + std::to_string(d);
-    parallel += sep + std::to_string(p);
-    reduction += sep + std::to_string(r);
+    distribution.push_back(d);
+    parallel.push_back(p);
+    reduction.push_back(r);
   }
-  std::string text = "#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [" +
-                     distribution + "], vector_common_parallel = [" + parallel + "], vector_reduction = [" +
-                     reduction +
-                     "]>, translation_info = #iree_codegen.translation_info<pipeline = "
-                     "#iree_cpu.pipeline<LinalgExtTileAndVectorize>>>";
-  return parseAttribute(text, op->getContext());
+  return ragged::cpuCompilationInfo(
+      op->getContext(),
+      {{"distribution", distribution}, {"vector_common_parallel", parallel}, {"vector_reduction", reduction}},
+      "LinalgExtTileAndVectorize");
 }
 
 struct CpuAttentionTilesPass : ragged::impl::CpuAttentionTilesPassBase<CpuAttentionTilesPass> {

@@ -15,10 +15,9 @@
 
 #include "passes/Passes.h"
 
-#include "mlir/AsmParser/AsmParser.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "passes/iree/CompilationInfo.h"
 
-#include <string>
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 
 namespace mlir::ragged {
 #define GEN_PASS_DEF_CPUWHOLEROWSPASS
@@ -39,22 +38,12 @@ constexpr int64_t kVectorWidth = 16;
 /// along the innermost loop, its remainder masked or (`peel`) peeled.
 Attribute wholeRowsConfig(linalg::GenericOp op, bool peel) {
   SmallVector<int64_t> extents = op.getStaticLoopRanges();
-  std::string distribution, vector;
-  for (auto [i, extent] : llvm::enumerate(extents)) {
-    const char *sep = i ? ", " : "";
-    distribution += sep + std::to_string(i == 0 ? kRowsPerWorkgroup : 0);
-    int64_t width = 1;
-    if (i + 1 == extents.size())
-      width = ShapedType::isDynamic(extent) ? kVectorWidth : std::min(extent, kVectorWidth);
-    vector += sep + std::to_string(width);
-  }
-  std::string text = "#iree_codegen.compilation_info<lowering_config = "
-                     "#iree_cpu.lowering_config<distribution = [" +
-                     distribution + "], vector_common_parallel = [" + vector +
-                     "]>, translation_info = #iree_codegen.translation_info<"
-                     "pipeline = #iree_cpu.pipeline<DoubleTilingExpert>" +
-                     std::string(peel ? ", {enable_loop_peeling}" : "") + ">>";
-  return parseAttribute(text, op.getContext());
+  SmallVector<int64_t> distribution(extents.size(), 0), vector(extents.size(), 1);
+  distribution.front() = kRowsPerWorkgroup;
+  int64_t last = extents.back();
+  vector.back() = ShapedType::isDynamic(last) ? kVectorWidth : std::min(last, kVectorWidth);
+  return ragged::cpuCompilationInfo(op.getContext(), {{"distribution", distribution}, {"vector_common_parallel", vector}},
+                                    "DoubleTilingExpert", peel);
 }
 
 struct CpuWholeRowsPass : ragged::impl::CpuWholeRowsPassBase<CpuWholeRowsPass> {
