@@ -59,6 +59,21 @@ def _is_compiling() -> bool:
         return False
 
 
+def _mark_batch_dims(values: torch.Tensor, partitions: Sequence[torch.Tensor]) -> None:
+    """Marks the dims that change from batch to batch (the packed rows, the
+    partitions' entries) dynamic for ``torch.compile``, weakly (a hint that
+    a static graph may still override): a compile without ``dynamic=True``
+    then traces lengths and batch sizes symbolically on its first call and
+    keeps every other size static, such as a captured weight's, whose GEMMs
+    IREE can then data-tile. Tensors carry the mark as an attribute; their
+    data are untouched."""
+    if _is_compiling():
+        return
+    for t in (values, *partitions):
+        if t.dim() > 0:
+            torch._dynamo.maybe_mark_dynamic(t, 0)
+
+
 def _prod(sizes) -> Any:
     out = 1
     for s in sizes:
@@ -150,6 +165,7 @@ class NestedTensor:
         if pin_memory:
             values = _pin(values)
         self._set(values, offsets, partitions, ragged, shapes, batch_first, padding_value, mask_value)
+        _mark_batch_dims(self.values, [self.offsets, *self.partitions])
 
     def _set(
         self, values, offsets, partitions, ragged, shapes, batch_first, padding_value, mask_value
@@ -271,6 +287,7 @@ class NestedTensor:
             raise ValueError(f"offsets: expected device {values.device} like values, got {offsets.device}")
         if not _is_compiling():
             _check_offsets(offsets, values.shape[0], "offsets")
+        _mark_batch_dims(values, [offsets])
         return cls._new(values, offsets, [offsets], (0,), None, batch_first, padding_value, mask_value)
 
     @classmethod

@@ -152,6 +152,44 @@ def test_no_recompile_over_lengths_and_batch_sizes(block):
     assert rb.stats["compiled"] == before["compiled"]
 
 
+def test_no_recompile_without_dynamic_true(tmp_path, monkeypatch):
+    """A NestedTensor marks its packed rows and offsets dynamic, so a plain
+    ``torch.compile(f, backend="ragged")`` traces lengths and batch sizes
+    symbolically on its first call: one graph and one IREE compile over
+    batches of other lengths and sizes (an empty item, one item, one long
+    item among them). Other sizes stay static: the GEMM with a weight the
+    function captures keeps IREE's data tiling, which a symbolic reduction
+    dim under ``dynamic=True`` loses. The marks leave the items' data as
+    they were."""
+    monkeypatch.setenv("RAGGED_DEBUG_DIR", str(tmp_path))
+    torch._dynamo.reset()
+    rb._cache.clear()
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(24, 16, generator=g)
+
+    def f(x: NestedTensor):
+        return torch.tanh(F.linear(x, w)).values
+
+    compiled = torch.compile(f, backend="ragged")
+    frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    before = dict(rb.stats)
+    with torch.no_grad():
+        for lengths in ([5, 17, 3, 9], [3, 0, 5, 0, 2, 8], [7], [1, 2, 150, 1, 4], [6] * 9):
+            items = batch(lengths, 16, seed=len(lengths))
+            kept = [t.clone() for t in items]
+            out = compiled(NestedTensor(items))
+            ref = torch.cat([torch.tanh(F.linear(t.double(), w.double())) for t in items])
+            torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+            assert all(torch.equal(a, b) for a, b in zip(items, kept, strict=True))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - frames == 1
+    assert rb.stats["compiled"] - before["compiled"] == 1
+    assert rb.stats["fallbacks"] == before["fallbacks"]
+    (dump,) = tmp_path.glob("graph-*")
+    lowered = (dump / "lowered.mlir").read_text()
+    assert "ragged.no_data_tiling" not in lowered
+    assert "tensor<16x24xf32>" in lowered or "tensor<24x16xf32>" in lowered
+
+
 def test_cache_reuses_compiled_graph(block):
     torch._dynamo.reset()
     hits = rb.stats["cache_hits"]
