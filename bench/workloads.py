@@ -455,9 +455,11 @@ def w2_variants(items, eq_items, comp: Compiled, w: torch.Tensor):
         if dl is None
         else Variant("danling", lambda: lin(dl), lambda o: o.concat)
     )
-    rg = comp.get(
-        "ragged", lambda: torch.compile(lambda x: F.linear(x, w).values, backend="ragged", dynamic=True)
-    )
+    # No dynamic=True: the NestedTensor marks its own batch dims dynamic, and
+    # the weight this closure captures keeps its static shape, which IREE
+    # needs to data-tile the GEMM (under dynamic=True the GEMM's reduction
+    # dim is symbolic; docs/torch.md).
+    rg = comp.get("ragged", lambda: torch.compile(lambda x: F.linear(x, w).values, backend="ragged"))
     x, xpad, xeq = NestedTensor(items), NestedTensor(list(xp.unbind())), NestedTensor(eq_items)
     v += [
         Variant("ragged_mlir", lambda: rg(x), lambda o: o, compiled="ragged", key="ragged"),
