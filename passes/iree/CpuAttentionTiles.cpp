@@ -51,7 +51,8 @@ enum class Loop { Batch, Query, Column, Head, Key };
 /// attention with static heads.
 Attribute attentionConfig(Operation *op, int64_t vectorBytes) {
   auto maps = op->getAttrOfType<ArrayAttr>("indexing_maps");
-  if (!maps || maps.size() != op->getNumOperands() || maps.size() < 5)
+  if (!maps || maps.size() != op->getNumOperands() || maps.size() < 5 ||
+      !llvm::all_of(maps, [](Attribute map) { return isa<AffineMapAttr>(map); }))
     return {};
   auto mapAt = [&](unsigned i) { return cast<AffineMapAttr>(maps[i]).getValue(); };
   AffineMap q = mapAt(0), k = mapAt(1), v = mapAt(2), out = mapAt(maps.size() - 1);

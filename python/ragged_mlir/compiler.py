@@ -314,18 +314,24 @@ def _host_is_x86() -> bool:
 
 
 @functools.cache
-def _host_has_avx512() -> bool:
-    """Whether this x86 host has AVX-512 (CPU compiles target the host)."""
+def _host_cpu_flags() -> frozenset[str]:
+    """The x86 host's CPU feature flags from /proc/cpuinfo (empty elsewhere
+    or where it cannot be read)."""
     if not _host_is_x86():
-        return False
+        return frozenset()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("flags"):
-                    return "avx512f" in line.split()
+                    return frozenset(line.split(":", 1)[-1].split())
     except OSError:
         pass
-    return False
+    return frozenset()
+
+
+def _host_has_avx512() -> bool:
+    """Whether this x86 host has AVX-512 (CPU compiles target the host)."""
+    return "avx512f" in _host_cpu_flags()
 
 
 def _describe(ty) -> dict:

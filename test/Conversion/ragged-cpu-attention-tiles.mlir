@@ -93,3 +93,20 @@ func.func @left_alone(%q: tensor<?x?x?xf32>, %mask: tensor<?x?xi1>) -> (tensor<?
      : (tensor<?x?x?xf32>, tensor<?x?x?xf32>, tensor<?x?x?xf32>, f32, tensor<?x?xi1>, tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
   return %o, %p : tensor<?x?x?xf32>, tensor<?x?x?xf32>
 }
+
+// -----
+
+// Indexing maps that are not affine maps (IREE's verifier rejects them
+// later) are left alone, not a crash.
+// CHECK-LABEL: func.func @not_maps
+// CHECK:         indexing_maps = [1, 2, 3, 4, 5, 6]
+// CHECK-NOT:     compilation_info
+func.func @not_maps(%q: tensor<1x4x1x16xf32>, %mask: tensor<1x4xi1>) -> tensor<1x4x1x16xf32> {
+  %scale = arith.constant 0.25 : f32
+  %o = "iree_linalg_ext.attention"(%q, %q, %q, %scale, %mask, %q) ({
+  ^bb0(%s: f32):
+    "iree_linalg_ext.yield"(%s) : (f32) -> ()
+  }) {indexing_maps = [1, 2, 3, 4, 5, 6]}
+     : (tensor<1x4x1x16xf32>, tensor<1x4x1x16xf32>, tensor<1x4x1x16xf32>, f32, tensor<1x4xi1>, tensor<1x4x1x16xf32>) -> tensor<1x4x1x16xf32>
+  return %o : tensor<1x4x1x16xf32>
+}
