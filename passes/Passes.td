@@ -76,8 +76,12 @@ def RaggedAttentionToIreePass : Pass<"ragged-attention-to-iree", "ModuleOp"> {
     head-major `[n H, S, d]` blocks, which IREE data-tiles, with the
     softmax between them (1.2-1.6x faster than the fused kernel on 12 heads
     of 32; both are compiled). The IREE ops are built by name for IREE
-    to parse, so the context must allow unregistered dialects. Other
-    attentions are left for `convert-ragged-to-linalg`.
+    to parse, so the context must allow unregistered dialects. An attention
+    that also returns its lse (a training forward) runs IREE's
+    `iree_linalg_ext.online_attention` on the same buckets, which returns
+    each query's running maximum and sum beside the unnormalised output;
+    the output and the lse are elementwise functions of them. Attentions
+    that drop weights, and others, are left for `convert-ragged-to-linalg`.
 
     The rewrite stays at the ragged level:
     ```mlir
@@ -98,6 +102,7 @@ def RaggedAttentionToIreePass : Pass<"ragged-attention-to-iree", "ModuleOp"> {
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
     "::mlir::ragged::RaggedDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",

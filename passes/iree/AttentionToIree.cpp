@@ -3,7 +3,8 @@
 // Everything IREE-specific in the lowering: f32 attention with static heads
 // and head size runs by length buckets (BucketedAttention.h) on a static
 // ladder, with IREE's fused `iree_linalg_ext.attention` (online softmax, no
-// score blocks) and IREE's row gathers. IREE's CPU codegen picks fast tiles
+// score blocks), or `iree_linalg_ext.online_attention` where the lse is
+// wanted too (a training forward), and IREE's row gathers. IREE's CPU codegen picks fast tiles
 // only when the bucket size is static, hence the ladder. The IREE ops are
 // built by name, unregistered, for IREE to parse. The rewrite stays at the
 // ragged level (ragged.values / ragged.offsets in, ragged.pack out), so
@@ -13,9 +14,11 @@
 
 #include "passes/Passes.h"
 #include "passes/compute/BucketedAttention.h"
+#include "passes/iree/Barrier.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
@@ -46,28 +49,36 @@ Value ireeGather(OpBuilder &b, Location loc, Value source, Value rows) {
   return b.create(state)->getResult(0);
 }
 
-/// IREE's fused attention over [n, S, H, d] blocks, or [n, S, d] for one
-/// head. The i1 mask admits the keys inside the item ([n, S]) or, when
-/// causal, the keys at or before the query ([S, S]: a valid query never
-/// reaches a padded key).
-Value ireeAttention(OpBuilder &b, Location loc, Value qb, Value kb, Value vb, Value keyMask,
-                           const AttnShape &blk) {
+/// What IREE's two attention ops share over [n, S, H, d] blocks, or [n, S,
+/// d] for one head: the operands q, k, v, scale and the i1 mask, which
+/// admits the keys inside the item ([n, S]) or, when causal, the keys at or
+/// before the query ([S, S]: a valid query never reaches a padded key), with
+/// their maps over the loops (b, h, m, n, k1, k2): batch, head (but for one
+/// head), query, value column, head column, key; and the maps of an output
+/// block and of a per-query statistic ([n, S, H] or [n, S]).
+struct FusedOperands {
+  SmallVector<Value> operands;
+  SmallVector<AffineMap> maps;
+  AffineMap outMap, statMap;
+};
+
+FusedOperands fusedOperands(OpBuilder &b, Location loc, Value qb, Value kb, Value vb, Value keyMask,
+                            const AttnShape &blk) {
   MLIRContext *ctx = b.getContext();
   auto blockType = cast<RankedTensorType>(qb.getType());
   int64_t sStatic = blockType.getDimSize(1);
   bool oneHead = blockType.getRank() == 3;
-  // Loops (b, h, m, n, k1, k2): batch, head (but for one head), query,
-  // value column, head column, key.
   unsigned loops = oneHead ? 5 : 6, m = oneHead ? 1 : 2;
   unsigned n = m + 1, k1 = m + 2, k2 = m + 3;
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   auto map = [&](ArrayRef<AffineExpr> r) { return AffineMap::get(loops, 0, r, ctx); };
   // [batch, row, (head,) column] operand maps.
-  auto rowMap = [&](unsigned row, unsigned column) {
+  auto rowMap = [&](unsigned row, std::optional<unsigned> column) {
     SmallVector<AffineExpr> r{d(0), d(row)};
     if (!oneHead)
       r.push_back(d(1));
-    r.push_back(d(column));
+    if (column)
+      r.push_back(d(*column));
     return map(r);
   };
   Value mask = keyMask;
@@ -84,17 +95,29 @@ Value ireeAttention(OpBuilder &b, Location loc, Value qb, Value kb, Value vb, Va
     });
     maskMap = map({d(m), d(k2)});
   }
-  Value scale = floatConst(b, loc, blk.elem, blk.scale);
-  Value init = emptyLike(b, loc, qb);
-  OperationState state(loc, "iree_linalg_ext.attention");
-  state.addOperands({qb, kb, vb, scale, mask, init});
-  state.addTypes(init.getType());
-  state.addAttribute("indexing_maps", b.getAffineMapArrayAttr({rowMap(m, k1), rowMap(k2, k1), rowMap(k2, n), map({}),
-                                                               maskMap, rowMap(m, n)}));
+  FusedOperands f;
+  f.operands = {qb, kb, vb, floatConst(b, loc, blk.elem, blk.scale), mask};
+  f.maps = {rowMap(m, k1), rowMap(k2, k1), rowMap(k2, n), map({}), maskMap};
+  f.outMap = rowMap(m, n);
+  f.statMap = rowMap(m, std::nullopt);
+  return f;
+}
+
+/// An IREE attention op `name` (generic form) on `f` and `inits`, whose
+/// region yields the score as is.
+Operation *fusedOp(OpBuilder &b, Location loc, StringRef name, const FusedOperands &f, ValueRange inits,
+                   ArrayRef<AffineMap> initMaps, Type elem) {
+  OperationState state(loc, name);
+  state.addOperands(f.operands);
+  state.addOperands(inits);
+  state.addTypes(inits.getTypes());
+  SmallVector<AffineMap> maps(f.maps);
+  llvm::append_range(maps, initMaps);
+  state.addAttribute("indexing_maps", b.getAffineMapArrayAttr(maps));
   Region *body = state.addRegion();
   auto *entry = new mlir::Block();
   body->push_back(entry);
-  Value score = entry->addArgument(blk.elem, loc);
+  Value score = entry->addArgument(elem, loc);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(entry);
@@ -102,7 +125,67 @@ Value ireeAttention(OpBuilder &b, Location loc, Value qb, Value kb, Value vb, Va
     yield.addOperands(score);
     b.create(yield);
   }
-  return b.create(state)->getResult(0);
+  return b.create(state);
+}
+
+/// IREE's fused attention over [n, S, H, d] blocks, or [n, S, d] for one
+/// head (see FusedOperands for the mask).
+Value ireeAttention(OpBuilder &b, Location loc, Value qb, Value kb, Value vb, Value keyMask, const AttnShape &blk) {
+  FusedOperands f = fusedOperands(b, loc, qb, kb, vb, keyMask, blk);
+  return fusedOp(b, loc, "iree_linalg_ext.attention", f, {emptyLike(b, loc, qb)}, {f.outMap}, blk.elem)
+      ->getResult(0);
+}
+
+/// IREE's fused attention that also returns each query slot's log-sum-exp
+/// of its logits (ragged.attention's `lse`, [n, S, H, 1] or [n, S, 1]):
+/// `iree_linalg_ext.online_attention`, which returns the unnormalised
+/// output with the running maximum and sum of every query, then out = acc /
+/// sum and lse = ln 2 max + ln sum. IREE 3.13 keeps that maximum and
+/// sum in base 2 (its softmax is exp2 of the logits times log2 e); the
+/// training tests compare the gradient built from this lse with fp64.
+SmallVector<Value> ireeAttentionWithLse(OpBuilder &b, Location loc, Value qb, Value kb, Value vb, Value keyMask,
+                                        const AttnShape &blk) {
+  FusedOperands f = fusedOperands(b, loc, qb, kb, vb, keyMask, blk);
+  auto type = cast<RankedTensorType>(qb.getType());
+  SmallVector<int64_t> statShape(type.getShape().drop_back());
+  SmallVector<Value> statDyn;
+  for (auto [i, extent] : llvm::enumerate(statShape))
+    if (ShapedType::isDynamic(extent))
+      statDyn.push_back(dimOf(b, loc, qb, i));
+  auto filled = [&](ArrayRef<int64_t> shape, ValueRange dyn, double v) {
+    return linalg::FillOp::create(b, loc, floatConst(b, loc, blk.elem, v), emptyTensor(b, loc, shape, blk.elem, dyn))
+        .getResult(0);
+  };
+  SmallVector<Value> typeDyn;
+  for (auto [i, extent] : llvm::enumerate(type.getShape()))
+    if (ShapedType::isDynamic(extent))
+      typeDyn.push_back(dimOf(b, loc, qb, i));
+  // The running maximum starts at the lowest finite value: a key step whose
+  // keys are all masked (-inf) then rescales by 0, not by NaN.
+  Value acc = filled(type.getShape(), typeDyn, 0.0);
+  Value max = filled(statShape, statDyn, -double(std::numeric_limits<float>::max()));
+  Value sum = filled(statShape, statDyn, 0.0);
+  Operation *online = fusedOp(b, loc, "iree_linalg_ext.online_attention", f, {acc, max, sum},
+                              {f.outMap, f.statMap, f.statMap}, blk.elem);
+  // Loops over the output block: its statistic drops the last dim.
+  unsigned rank = type.getRank();
+  auto statOf = AffineMap::getMultiDimIdentityMap(rank, b.getContext()).dropResult(rank - 1);
+  Value out = parallelGeneric(b, loc, emptyLike(b, loc, qb), {online->getResult(0), online->getResult(2)},
+                              {AffineMap::getMultiDimIdentityMap(rank, b.getContext()), statOf},
+                              [&](OpBuilder &nb, Location l, ValueRange a) {
+                                return arith::DivFOp::create(nb, l, a[0], a[1]).getResult();
+                              });
+  SmallVector<int64_t> lseShape(statShape);
+  lseShape.push_back(1);
+  Value lse = parallelGeneric(b, loc, emptyTensor(b, loc, lseShape, blk.elem, statDyn),
+                              {online->getResult(1), online->getResult(2)}, {statOf, statOf},
+                              [&](OpBuilder &nb, Location l, ValueRange a) {
+                                Value max = arith::MulFOp::create(nb, l, a[0],
+                                                                  floatConst(nb, l, blk.elem, std::log(2.0)));
+                                return arith::AddFOp::create(nb, l, max, math::LogOp::create(nb, l, a[1]))
+                                    .getResult();
+                              });
+  return {out, lse};
 }
 
 /// The most bytes of scores a bucket materialises; a bucket of more items
@@ -188,10 +271,6 @@ struct AttentionToIree : OpRewritePattern<AttentionOp> {
   int64_t scoresMaxRows;
 
   LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rewriter) const override {
-    // IREE's fused kernel keeps no log-sum-exp: an attention returning its
-    // lse (a training forward) takes the linalg buckets.
-    if (op.getLse())
-      return rewriter.notifyMatchFailure(op, "IREE's fused attention returns no lse");
     if (op.getSeed())
       return rewriter.notifyMatchFailure(op, "IREE's fused attention does not drop weights");
     auto type = cast<RaggedTensorType>(op.getResult().getType());
@@ -251,8 +330,29 @@ struct AttentionToIree : OpRewritePattern<AttentionOp> {
     // for Query") or whose blocks are results of one gather.
     kernel.dropUnitHead = true;
     AttnShape shape{op.getCausal(), op.getScale().convertToDouble(), type.getElementType()};
-    Value out = bucketedAttention(rewriter, loc, q, k, v, offsets, shape, kernel);
-    rewriter.replaceOpWithNewOp<PackOp>(op, type, out, ValueRange{offsets});
+    if (!op.getLse()) {
+      Value out = bucketedAttention(rewriter, loc, q, k, v, offsets, shape, kernel);
+      rewriter.replaceOpWithNewOp<PackOp>(op, type, out, ValueRange{offsets});
+      return success();
+    }
+    // A training forward also returns the lse its gradient starts from.
+    SmallVector<Value> outs = bucketedRows(rewriter, loc, {q, k, v}, offsets, kernel, 2,
+                                           [&](OpBuilder &b, Location l, ArrayRef<Value> blocks, Value mask, Value) {
+                                             return ireeAttentionWithLse(b, l, blocks[0], blocks[1], blocks[2], mask,
+                                                                         shape);
+                                           });
+    // A gradient in the same function reads these rows with linalg gathers
+    // (tensor.extract), into whose dispatch IREE would fuse the row gather
+    // that made them, which its CPU codegen then cannot distribute.
+    auto feedsGrad = [](Value v) {
+      return llvm::any_of(v.getUsers(), [](Operation *user) { return isa<AttentionGradOp>(user); });
+    };
+    if (feedsGrad(op.getResult()) || feedsGrad(op.getLse()))
+      for (Value &rows : outs)
+        rows = optimizationBarrier(rewriter, loc, rows, /*tieShape=*/true);
+    Value out = PackOp::create(rewriter, loc, type, outs[0], ValueRange{offsets});
+    Value lse = PackOp::create(rewriter, loc, op.getLse().getType(), outs[1], ValueRange{offsets});
+    rewriter.replaceOp(op, {out, lse});
     return success();
   }
 };

@@ -10,7 +10,9 @@
 // AVX-512: 8 queries for heads of up to 32, 4 for 64). On 12 heads of 32 the
 // kernel ran 1.4-1.7x faster and of 64 7.8x; a MiniLM layer on a
 // NestedTensor 1.2x at SQuAD v2 and RACE lengths. The sizes are IREE's
-// `compilation_info`, built by name for IREE to parse.
+// `compilation_info`, built by name for IREE to parse. A training forward's
+// `iree_linalg_ext.online_attention` (the same kernel, which also returns
+// each query's running maximum and sum) gets the same tiles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +32,9 @@ using namespace mlir;
 namespace {
 
 constexpr StringLiteral kAttentionOp = "iree_linalg_ext.attention";
+/// The attention that also returns each query's running maximum and sum
+/// (outputs: the unnormalised result, then the two statistics).
+constexpr StringLiteral kOnlineAttentionOp = "iree_linalg_ext.online_attention";
 /// Queries per workgroup (IREE's own choice; 32 and 128 ran alike).
 constexpr int64_t kQueriesPerWorkgroup = 64;
 /// Keys per step of the online softmax (32 exceeds the vector budget at 8
@@ -55,7 +60,10 @@ Attribute attentionConfig(Operation *op, int64_t vectorBytes) {
       !llvm::all_of(maps, [](Attribute map) { return isa<AffineMapAttr>(map); }))
     return {};
   auto mapAt = [&](unsigned i) { return cast<AffineMapAttr>(maps[i]).getValue(); };
-  AffineMap q = mapAt(0), k = mapAt(1), v = mapAt(2), out = mapAt(maps.size() - 1);
+  bool online = op->getName().getStringRef() == kOnlineAttentionOp;
+  if (online && maps.size() < 7)
+    return {};
+  AffineMap q = mapAt(0), k = mapAt(1), v = mapAt(2), out = mapAt(maps.size() - (online ? 3 : 1));
   auto qType = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
   auto vType = dyn_cast<RankedTensorType>(op->getOperand(2).getType());
   if (!qType || !vType)
@@ -126,7 +134,8 @@ struct CpuAttentionTilesPass : ragged::impl::CpuAttentionTilesPassBase<CpuAttent
       return signalPassFailure();
     }
     WalkResult result = getOperation()->walk([&](Operation *op) {
-      if (op->getName().getStringRef() != kAttentionOp || op->hasAttr("compilation_info"))
+      StringRef name = op->getName().getStringRef();
+      if ((name != kAttentionOp && name != kOnlineAttentionOp) || op->hasAttr("compilation_info"))
         return WalkResult::advance();
       if (!getContext().allowsUnregisteredDialects()) {
         op->emitOpError("IREE's compilation_info needs unregistered dialects allowed");

@@ -3,6 +3,16 @@
 // RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree | FileCheck %s --check-prefix=RAGGED
 // RUN: ragged-opt %s --allow-unregistered-dialect --ragged-attention-to-iree | FileCheck %s --check-prefix=FUSED
 
+// The maps of the online attention below, at the top of the output: loops
+// (b, h, m, n, k1, k2) over [n, S, H, d] blocks, statistics [n, S, H].
+// RAGGED-DAG: #[[$Q:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4)>
+// RAGGED-DAG: #[[$K:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d4)>
+// RAGGED-DAG: #[[$V:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d3)>
+// RAGGED-DAG: #[[$SCALE:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> ()>
+// RAGGED-DAG: #[[$MASK:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5)>
+// RAGGED-DAG: #[[$OUT:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d3)>
+// RAGGED-DAG: #[[$STAT:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1)>
+
 // UNREGISTERED: error: ragged-attention-to-iree emits iree_linalg_ext.attention and iree_linalg_ext.gather, which this context does not know: allow unregistered dialects
 
 // f32 attention with static heads and head size runs on
@@ -196,19 +206,57 @@ func.func @ragged_level(%q: !ragged.tensor<?, [L], 2, 4, f32>, %d: !ragged.tenso
   return %o, %e : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f64>
 }
 
-// IREE's fused kernel keeps no log-sum-exp: an attention returning its lse
-// (a training forward) is left for convert-ragged-to-linalg's buckets.
+// A training forward's attention also returns its lse:
+// iree_linalg_ext.online_attention returns the unnormalised output with
+// each query's running maximum (starting at the lowest finite f32) and sum,
+// in base 2; out = acc / sum, lse = ln 2 max + ln sum. Bucket of 16 rows:
 // RAGGED-LABEL: func.func @with_lse
-// RAGGED-NOT:     iree_linalg_ext
-// RAGGED:         ragged.attention {{.*}} lse
+// RAGGED-NOT:     ragged.attention
+// RAGGED:         %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+// RAGGED:         %[[ACC:.+]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.+}} : tensor<?x16x2x4xf32>)
+// RAGGED:         %[[LOWEST:.+]] = arith.constant -3.40282347E+38 : f32
+// RAGGED:         %[[MAX:.+]] = linalg.fill ins(%[[LOWEST]] : f32) outs(%{{.+}} : tensor<?x16x2xf32>)
+// RAGGED:         %[[ZERO2:.+]] = arith.constant 0.000000e+00 : f32
+// RAGGED:         %[[SUM:.+]] = linalg.fill ins(%[[ZERO2]] : f32) outs(%{{.+}} : tensor<?x16x2xf32>)
+// RAGGED:         %[[ON:.+]]:3 = "iree_linalg_ext.online_attention"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[ACC]], %[[MAX]], %[[SUM]])
+// RAGGED:         }) {indexing_maps = [#[[$Q]], #[[$K]], #[[$V]], #[[$SCALE]], #[[$MASK]], #[[$OUT]], #[[$STAT]], #[[$STAT]]]
+// RAGGED:         linalg.generic {{.*}} ins(%[[ON]]#0, %[[ON]]#2 : tensor<?x16x2x4xf32>, tensor<?x16x2xf32>)
+// RAGGED:           arith.divf
+// RAGGED:         linalg.generic {{.*}} ins(%[[ON]]#1, %[[ON]]#2 : tensor<?x16x2xf32>, tensor<?x16x2xf32>) outs(%{{.+}} : tensor<?x16x2x1xf32>)
+// RAGGED:           %[[LN2:.+]] = arith.constant 0.693147182 : f32
+// RAGGED:           %[[MAX:.+]] = arith.mulf %{{.+}}, %[[LN2]]
+// RAGGED:           %[[LOG:.+]] = math.log
+// RAGGED:           arith.addf %[[MAX]], %[[LOG]]
+// RAGGED:         ragged.pack {{.*}} -> !ragged.tensor<?, [L], 2, 4, f32>
+// RAGGED:         ragged.pack {{.*}} -> !ragged.tensor<?, [L], 2, 1, f32>
+// RAGGED-NOT:     util.optimization_barrier
 // CHECK-LABEL: func.func @with_lse
-// CHECK-NOT:     iree_linalg_ext.attention
-// CHECK:         math.log
+// CHECK-NOT:     "iree_linalg_ext.attention"
+// CHECK:         "iree_linalg_ext.online_attention"
 // CHECK:         return
 func.func @with_lse(%q: !ragged.tensor<?, [L], 2, 4, f32>)
     -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 1, f32>) {
   %o, %l = ragged.attention %q, %q, %q {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32> lse !ragged.tensor<?, [L], 2, 1, f32>
   return %o, %l : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 1, f32>
+}
+
+// When a gradient in the same function reads the output and lse, both go
+// behind IREE's barrier: IREE would otherwise fuse the row gather that made
+// them into the gradient's linalg gathers, which it cannot distribute.
+// RAGGED-LABEL: func.func @lse_into_grad
+// RAGGED:         "iree_linalg_ext.online_attention"
+// RAGGED:         "util.optimization_barrier"
+// RAGGED:         "util.optimization_barrier"
+// RAGGED:         ragged.attention_grad
+// CHECK-LABEL: func.func @lse_into_grad
+// CHECK:         "iree_linalg_ext.online_attention"
+// CHECK:         "util.optimization_barrier"
+// CHECK:         return
+func.func @lse_into_grad(%q: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [L], 2, 4, f32>)
+    -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>) {
+  %o, %l = ragged.attention %q, %q, %q {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32> lse !ragged.tensor<?, [L], 2, 1, f32>
+  %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %g output(%o : !ragged.tensor<?, [L], 2, 4, f32>) lse(%l : !ragged.tensor<?, [L], 2, 1, f32>) {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
 }
 
 // Nor does it drop weights: an attention with dropout is left for the

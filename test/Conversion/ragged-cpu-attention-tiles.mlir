@@ -67,6 +67,31 @@ func.func @head_major(%q: tensor<4x2x32x128xf32>, %k: tensor<4x2x128x32xf32>, %v
 
 // -----
 
+// The attention of a training forward (IREE's online_attention, which also
+// returns each query's running maximum and sum): the same tiles, the loops
+// told apart by the unnormalised output's map, not the statistics'.
+// CHECK-LABEL: func.func @online
+// AVX2-LABEL:  func.func @online
+// AVX2:          vector_common_parallel = [1, 1, 4, 32, 0, 0]
+// CHECK:         "iree_linalg_ext.online_attention"
+// CHECK:         lowering_config = #iree_cpu.lowering_config<distribution = [1, 1, 64, 32, 0, 0], vector_common_parallel = [1, 1, 8, 32, 0, 0], vector_reduction = [0, 0, 0, 0, 0, 16]>
+func.func @online(%q: tensor<?x64x12x32xf32>, %mask: tensor<?x64xi1>, %acc: tensor<?x64x12x32xf32>, %stat: tensor<?x64x12xf32>)
+    -> (tensor<?x64x12x32xf32>, tensor<?x64x12xf32>, tensor<?x64x12xf32>) {
+  %scale = arith.constant 0.176776695 : f32
+  %o:3 = "iree_linalg_ext.online_attention"(%q, %q, %q, %scale, %mask, %acc, %stat, %stat) ({
+  ^bb0(%s: f32):
+    "iree_linalg_ext.yield"(%s) : (f32) -> ()
+  }) {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d4)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d4)>,
+                       affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1, d3)>, affine_map<(d0, d1, d2, d3, d4, d5) -> ()>,
+                       affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1, d3)>,
+                       affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d1)>]}
+     : (tensor<?x64x12x32xf32>, tensor<?x64x12x32xf32>, tensor<?x64x12x32xf32>, f32, tensor<?x64xi1>, tensor<?x64x12x32xf32>, tensor<?x64x12xf32>, tensor<?x64x12xf32>)
+    -> (tensor<?x64x12x32xf32>, tensor<?x64x12xf32>, tensor<?x64x12xf32>)
+  return %o#0, %o#1, %o#2 : tensor<?x64x12x32xf32>, tensor<?x64x12xf32>, tensor<?x64x12xf32>
+}
+
+// -----
+
 // A dynamic head size keeps IREE's own choice; so does an attention that
 // already has a compilation_info.
 // CHECK-LABEL: func.func @left_alone

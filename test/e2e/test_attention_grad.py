@@ -152,20 +152,24 @@ def _saved_module(heads: int, d: int, causal: bool) -> str:
     return "\n".join(fns)
 
 
-#: (heads, head size, buckets, causal): the default ladder, and the exact
-#: forward's setting, under which an attention returning its lse takes the
-#: default ladder too.
+#: (heads, head size, buckets, causal, fused): the default ladder, the
+#: exact forward's setting, under which an attention returning its lse takes
+#: the default ladder too, and IREE's fused kernel (the forward's lse from
+#: `iree_linalg_ext.online_attention` on the static ladder, several heads
+#: and one).
 SAVED_CASES = {
-    "h2d4-buckets3-causal": (2, 4, 3, True),
-    "h1d11-buckets3-full": (1, 11, 3, False),
-    "h2d4-exact_forward-full": (2, 4, 0, False),
+    "h2d4-buckets3-causal": (2, 4, 3, True, False),
+    "h1d11-buckets3-full": (1, 11, 3, False, False),
+    "h2d4-exact_forward-full": (2, 4, 0, False, False),
+    "h2d4-fused-causal": (2, 4, 3, True, True),
+    "h1d11-fused-full": (1, 11, 3, False, True),
 }
 
 
-def _saved_compiled(heads: int, d: int, buckets: int, causal: bool):
-    key = ("saved", heads, d, buckets, causal)
+def _saved_compiled(heads: int, d: int, buckets: int, causal: bool, fused: bool):
+    key = ("saved", heads, d, buckets, causal, fused)
     if key not in _CACHE:
-        options = CompileOptions(attention_buckets=buckets, iree_attention=False, iree_flags=_NO_PEEL)
+        options = CompileOptions(attention_buckets=buckets, iree_attention=fused, iree_flags=_NO_PEEL)
         _CACHE[key] = ragged_mlir.compile(_saved_module(heads, d, causal), options=options)
     return _CACHE[key]
 
@@ -182,11 +186,13 @@ def ref_forward(q, k, v, scale, causal):
     return out.transpose(0, 1).numpy(), torch.logsumexp(s, -1).transpose(0, 1).unsqueeze(-1).numpy()
 
 
-@pytest.mark.parametrize("heads,d,ladder,causal", list(SAVED_CASES.values()), ids=list(SAVED_CASES.keys()))
-def test_forward_lse_and_saved_grads(ragged, rng, lengths, heads, d, ladder, causal):
+@pytest.mark.parametrize(
+    "heads,d,ladder,causal,fused", list(SAVED_CASES.values()), ids=list(SAVED_CASES.keys())
+)
+def test_forward_lse_and_saved_grads(ragged, rng, lengths, heads, d, ladder, causal, fused):
     """ragged.attention's lse result, and ragged.attention_grad from the
     forward's output and lse (together and each alone), against fp64."""
-    m = _saved_compiled(heads, d, ladder, causal)
+    m = _saved_compiled(heads, d, ladder, causal, fused)
     (q, qs), (k, ks), (v, vs), (g, gs) = (ragged(rng, lengths, (heads, d), -2, 2) for _ in range(4))
     before = [np.array(x.values) for x in (q, k, v, g)]
     out, lse = m.forward(q, k, v)
