@@ -147,24 +147,22 @@ SmallVector<Value> ireeAttentionWithLse(OpBuilder &b, Location loc, Value qb, Va
                                         const AttnShape &blk) {
   FusedOperands f = fusedOperands(b, loc, qb, kb, vb, keyMask, blk);
   auto type = cast<RankedTensorType>(qb.getType());
+  // The head size is static: a block and its statistics share their
+  // dynamic sizes.
   SmallVector<int64_t> statShape(type.getShape().drop_back());
-  SmallVector<Value> statDyn;
+  SmallVector<Value> dyn;
   for (auto [i, extent] : llvm::enumerate(statShape))
     if (ShapedType::isDynamic(extent))
-      statDyn.push_back(dimOf(b, loc, qb, i));
-  auto filled = [&](ArrayRef<int64_t> shape, ValueRange dyn, double v) {
+      dyn.push_back(dimOf(b, loc, qb, i));
+  auto filled = [&](ArrayRef<int64_t> shape, double v) {
     return linalg::FillOp::create(b, loc, floatConst(b, loc, blk.elem, v), emptyTensor(b, loc, shape, blk.elem, dyn))
         .getResult(0);
   };
-  SmallVector<Value> typeDyn;
-  for (auto [i, extent] : llvm::enumerate(type.getShape()))
-    if (ShapedType::isDynamic(extent))
-      typeDyn.push_back(dimOf(b, loc, qb, i));
   // The running maximum starts at the lowest finite value: a key step whose
   // keys are all masked (-inf) then rescales by 0, not by NaN.
-  Value acc = filled(type.getShape(), typeDyn, 0.0);
-  Value max = filled(statShape, statDyn, -double(std::numeric_limits<float>::max()));
-  Value sum = filled(statShape, statDyn, 0.0);
+  Value acc = filled(type.getShape(), 0.0);
+  Value max = filled(statShape, -double(std::numeric_limits<float>::max()));
+  Value sum = filled(statShape, 0.0);
   Operation *online = fusedOp(b, loc, "iree_linalg_ext.online_attention", f, {acc, max, sum},
                               {f.outMap, f.statMap, f.statMap}, blk.elem);
   // Loops over the output block: its statistic drops the last dim.
@@ -177,7 +175,7 @@ SmallVector<Value> ireeAttentionWithLse(OpBuilder &b, Location loc, Value qb, Va
                               });
   SmallVector<int64_t> lseShape(statShape);
   lseShape.push_back(1);
-  Value lse = parallelGeneric(b, loc, emptyTensor(b, loc, lseShape, blk.elem, statDyn),
+  Value lse = parallelGeneric(b, loc, emptyTensor(b, loc, lseShape, blk.elem, dyn),
                               {online->getResult(1), online->getResult(2)}, {statOf, statOf},
                               [&](OpBuilder &nb, Location l, ValueRange a) {
                                 Value max = arith::MulFOp::create(nb, l, a[0],
