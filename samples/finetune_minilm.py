@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
         "--device",
         default=None,
         help="IREE driver for the compiled graphs (default local-task; local-sync runs one thread "
-        "but keeps a six-layer run's memory flat, see docs/torch.md)",
+        "and keeps a six-layer run's memory flat, see docs/torch.md)",
     )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -696,6 +696,75 @@ _DRIVERS_OF_TARGET = {
 }
 
 
+#: How far the process's peak memory may grow on one `local-task` device
+#: before modules move to a fresh one (see _Devices).
+_DEVICE_GROWTH_LIMIT = 1 << 30
+
+
+class _Devices:
+    """One IREE device per driver, shared by the modules that run on it.
+
+    IREE 3.13's `local-task` device serves a call's transient memory from
+    64 MiB slabs that it keeps until the device is destroyed, and some
+    graphs (a six-layer training backward) take new slabs on every call:
+    the process grew by about 340 MB a call. So, after a call on a
+    `local-task` device, once the process's peak memory has grown by
+    `_DEVICE_GROWTH_LIMIT` since that device was created, a fresh device
+    replaces it: each module loads onto it at its next call (a few ms), and
+    the old one is freed with the last module and result holding it. Other
+    drivers keep IREE's cached device."""
+
+    def __init__(self):
+        self._current: dict[str, tuple[int, object, int]] = {}
+
+    @staticmethod
+    def _peak_bytes() -> int:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def get(self, driver: str) -> tuple[int, object]:
+        """(generation, device) for ``driver``."""
+        import iree.runtime as rt
+
+        if driver != "local-task":
+            return 0, rt.get_first_device([driver])
+        if driver not in self._current:
+            self._current[driver] = (0, rt.get_first_device([driver], cache=False), self._peak_bytes())
+        generation, device, _ = self._current[driver]
+        return generation, device
+
+    def generation(self, driver: str) -> int:
+        return self._current[driver][0] if driver in self._current else 0
+
+    def after_call(self, driver: str) -> None:
+        """Replaces ``driver``'s device once the process has grown too far on it."""
+        current = self._current.get(driver)
+        if current is None:
+            return
+        generation, _, start = current
+        if self._peak_bytes() - start > _DEVICE_GROWTH_LIMIT:
+            del self._current[driver]
+            self.get(driver)
+            generation_now, device, peak = self._current[driver]
+            self._current[driver] = (generation + 1, device, peak)
+
+
+_DEVICES = _Devices()
+
+
+def _recycling(fn, driver: str):
+    """``fn``, followed by _Devices.after_call."""
+
+    def call(*args):
+        try:
+            return fn(*args)
+        finally:
+            _DEVICES.after_call(driver)
+
+    return call
+
+
 class CompiledModule:
     """A compiled IREE module; each public function is an attribute.
 
@@ -743,7 +812,15 @@ class CompiledModule:
 
     def _load(self) -> dict:
         if self._loaded is not None:
-            return self._loaded
+            if self._loaded["generation"] == _DEVICES.generation(self.driver):
+                return self._loaded
+            # Moving to a fresh device: IREE's Python objects of the old
+            # context hold each other in cycles, which only the collector
+            # frees (and with them the old device's memory).
+            self._loaded = None
+            import gc
+
+            gc.collect()
         missing = [k for k in self.parameter_keys if k not in self._parameters]
         if missing:
             raise RuntimeError(
@@ -752,7 +829,8 @@ class CompiledModule:
         import iree.runtime as rt
 
         try:
-            config = rt.Config(self.driver)
+            generation, device = _DEVICES.get(self.driver)
+            config = rt.Config(device=device)
         except Exception as e:
             # IREE's own reason (e.g. "CUDA driver library 'libcuda.so' not
             # available") is the chained exception.
@@ -778,7 +856,10 @@ class CompiledModule:
         entries = {name: getattr(ctx.modules.module, name) for name in self.signatures}
         if host is not None:
             entries = {name: warm_calls(fn) for name, fn in entries.items()}
+        if self.driver == "local-task":
+            entries = {name: _recycling(fn, self.driver) for name, fn in entries.items()}
         self._loaded = {
+            "generation": generation,
             "ctx": ctx,
             "host": host,
             "entries": entries,
