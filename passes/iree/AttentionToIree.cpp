@@ -167,9 +167,10 @@ SmallVector<Value> ireeAttentionWithLse(OpBuilder &b, Location loc, Value qb, Va
                               {f.outMap, f.statMap, f.statMap}, blk.elem);
   // Loops over the output block: its statistic drops the last dim.
   unsigned rank = type.getRank();
-  auto statOf = AffineMap::getMultiDimIdentityMap(rank, b.getContext()).dropResult(rank - 1);
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
+  AffineMap statOf = identity.dropResult(rank - 1);
   Value out = parallelGeneric(b, loc, emptyLike(b, loc, qb), {online->getResult(0), online->getResult(2)},
-                              {AffineMap::getMultiDimIdentityMap(rank, b.getContext()), statOf},
+                              {identity, statOf},
                               [&](OpBuilder &nb, Location l, ValueRange a) {
                                 return arith::DivFOp::create(nb, l, a[0], a[1]).getResult();
                               });

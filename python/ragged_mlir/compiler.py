@@ -699,6 +699,8 @@ _DRIVERS_OF_TARGET = {
 #: How far the process's peak memory may grow on one `local-task` device
 #: before modules move to a fresh one (see _Devices).
 _DEVICE_GROWTH_LIMIT = 1 << 30
+#: The driver whose devices _Devices replaces.
+_RECYCLED_DRIVER = "local-task"
 
 
 class _Devices:
@@ -723,14 +725,20 @@ class _Devices:
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-    def get(self, driver: str) -> tuple[int, object]:
-        """(generation, device) for ``driver``."""
+    def _start(self, driver: str, generation: int) -> None:
+        """A device of IREE's own (not its cached one) as ``generation``."""
         import iree.runtime as rt
 
-        if driver != "local-task":
+        self._current[driver] = (generation, rt.get_first_device([driver], cache=False), self._peak_bytes())
+
+    def get(self, driver: str) -> tuple[int, object]:
+        """(generation, device) for ``driver``."""
+        if driver != _RECYCLED_DRIVER:
+            import iree.runtime as rt
+
             return 0, rt.get_first_device([driver])
         if driver not in self._current:
-            self._current[driver] = (0, rt.get_first_device([driver], cache=False), self._peak_bytes())
+            self._start(driver, 0)
         generation, device, _ = self._current[driver]
         return generation, device
 
@@ -744,10 +752,7 @@ class _Devices:
             return
         generation, _, start = current
         if self._peak_bytes() - start > _DEVICE_GROWTH_LIMIT:
-            del self._current[driver]
-            self.get(driver)
-            generation_now, device, peak = self._current[driver]
-            self._current[driver] = (generation + 1, device, peak)
+            self._start(driver, generation + 1)
 
 
 _DEVICES = _Devices()
@@ -856,7 +861,7 @@ class CompiledModule:
         entries = {name: getattr(ctx.modules.module, name) for name in self.signatures}
         if host is not None:
             entries = {name: warm_calls(fn) for name, fn in entries.items()}
-        if self.driver == "local-task":
+        if self.driver == _RECYCLED_DRIVER:
             entries = {name: _recycling(fn, self.driver) for name, fn in entries.items()}
         self._loaded = {
             "generation": generation,
