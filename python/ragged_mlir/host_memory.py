@@ -10,10 +10,17 @@ reason the time per token grew with the batch.
 
 While a compiled function runs, :func:`warm_calls` has glibc serve large
 blocks from its heap instead, and the heap keeps what is freed, so the next
-call finds its pages mapped. Two process-wide settings come with it, made
-once: the heap is never trimmed, and blocks up to 32 MiB come from the heap
-(the threshold glibc itself climbs to once large blocks are freed; setting
-any option stops that adjustment). The memory a large batch used stays
+call finds its pages mapped. Three process-wide settings come with it: at
+the first CPU module, the heap is never trimmed and blocks up to 32 MiB
+come from the heap (the threshold glibc itself climbs to once large blocks
+are freed; setting any option stops that adjustment); at import, glibc
+makes no more arenas, so threads that have none yet share those there are
+(the main one alone where ragged_mlir is imported before other threads
+allocate). The last is for IREE's `local-task` workers, which allocate the
+transient memory of work queued behind other work: in a secondary arena,
+whose heaps hold at most 64 MiB, glibc maps every larger block afresh
+whatever the other settings say (a RACE training step's attention gradient
+faulted 100k pages a call that way). The memory a large batch used stays
 with the process, as with a caching allocator; ``malloc_trim(0)`` hands it
 back.
 
@@ -34,25 +41,41 @@ __all__ = ["warm_calls"]
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _M_MMAP_MAX = -4
+_M_ARENA_MAX = -8
 # glibc's defaults: at most this many mmap'd blocks, and the ceiling of the
 # dynamic mmap threshold on 64-bit hosts (DEFAULT_MMAP_THRESHOLD_MAX).
 _MMAP_MAX_DEFAULT = 65536
 _MMAP_THRESHOLD_CEILING = 32 << 20
 
 
+def _glibc_mallopt():
+    """glibc's ``mallopt``; None under ``RAGGED_HOST_MEMORY=system`` or
+    another C library."""
+    if os.environ.get("RAGGED_HOST_MEMORY", "warm") == "system":
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018  (glibc only: mallopt's options differ elsewhere)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return None
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return mallopt
+
+
+_MALLOPT = _glibc_mallopt()
+if _MALLOPT is not None:
+    # At import, before other threads take arenas of their own (module
+    # docstring).
+    _MALLOPT(_M_ARENA_MAX, 1)
+
+
 class _Glibc:
     def __init__(self):
-        self.mallopt = None
-        if os.environ.get("RAGGED_HOST_MEMORY", "warm") == "system":
+        self.mallopt = _MALLOPT
+        if self.mallopt is None:
             return
-        try:
-            libc = ctypes.CDLL(None)
-            libc.gnu_get_libc_version  # noqa: B018  (glibc only: mallopt's options differ elsewhere)
-            self.mallopt = libc.mallopt
-        except (OSError, AttributeError):
-            return
-        self.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-        self.mallopt.restype = ctypes.c_int
         self._lock = threading.Lock()
         self._active = 0
         # -1 turns trimming off (mallopt(3)).
