@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -714,10 +715,12 @@ class _Devices:
     `_DEVICE_GROWTH_LIMIT` since that device was created, a fresh device
     replaces it: each module loads onto it at its next call (a few ms), and
     the old one is freed with the last module and result holding it. Other
-    drivers keep IREE's cached device."""
+    drivers keep IREE's cached device. Calls from several threads see one
+    device per generation."""
 
     def __init__(self):
         self._current: dict[str, tuple[int, object, int]] = {}
+        self._lock = threading.Lock()
 
     @staticmethod
     def _peak_bytes() -> int:
@@ -737,9 +740,10 @@ class _Devices:
             import iree.runtime as rt
 
             return 0, rt.get_first_device([driver])
-        if driver not in self._current:
-            self._start(driver, 0)
-        generation, device, _ = self._current[driver]
+        with self._lock:
+            if driver not in self._current:
+                self._start(driver, 0)
+            generation, device, _ = self._current[driver]
         return generation, device
 
     def generation(self, driver: str) -> int:
@@ -747,12 +751,13 @@ class _Devices:
 
     def after_call(self, driver: str) -> None:
         """Replaces ``driver``'s device once the process has grown too far on it."""
-        current = self._current.get(driver)
-        if current is None:
-            return
-        generation, _, start = current
-        if self._peak_bytes() - start > _DEVICE_GROWTH_LIMIT:
-            self._start(driver, generation + 1)
+        with self._lock:
+            current = self._current.get(driver)
+            if current is None:
+                return
+            generation, _, start = current
+            if self._peak_bytes() - start > _DEVICE_GROWTH_LIMIT:
+                self._start(driver, generation + 1)
 
 
 _DEVICES = _Devices()

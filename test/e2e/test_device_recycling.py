@@ -2,10 +2,14 @@
 process has grown too far on one (compiler._Devices): IREE 3.13 keeps the
 slabs of a call's transient memory until its device is destroyed, and a
 six-layer training backward took new ones on every call. The growth is
-simulated here; the results must not change, and results of calls on the
-old device must stay readable."""
+simulated here; the results must not change, results of calls on the
+old device must stay readable, and threads that cross the limit together
+start one device."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import numpy as np
 
@@ -67,3 +71,32 @@ def test_other_drivers_keep_the_cached_device(monkeypatch):
     generation, device = devices.get("local-sync")
     assert generation == 0 and "local-sync" not in devices._current
     assert devices.get("local-sync")[1] is device
+
+
+def test_threads_crossing_the_limit_together_start_one_device(monkeypatch):
+    devices = C._Devices()
+    peak = [0]
+
+    def slow_peak():
+        # Long enough for every thread to read the device before any replaces it.
+        time.sleep(0.05)
+        return peak[0]
+
+    starts = []
+    start = devices._start
+
+    def counted_start(driver, generation):
+        starts.append(generation)
+        start(driver, generation)
+
+    monkeypatch.setattr(devices, "_peak_bytes", slow_peak)
+    monkeypatch.setattr(devices, "_start", counted_start)
+    assert devices.get("local-task")[0] == 0
+    peak[0] = C._DEVICE_GROWTH_LIMIT + 1
+    threads = [threading.Thread(target=devices.after_call, args=("local-task",)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert starts == [0, 1]
+    assert devices.generation("local-task") == 1
