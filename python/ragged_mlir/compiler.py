@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .array import RaggedArray, _rows, check_offsets
-from .host_memory import warm_calls
+from .host_memory import heap_in_use, warm_calls
 from .inplace import written_arguments
 
 __all__ = [
@@ -697,8 +697,8 @@ _DRIVERS_OF_TARGET = {
 }
 
 
-#: How far the process's peak memory may grow on one `local-task` device
-#: before modules move to a fresh one (see _Devices).
+#: How far the memory a `local-task` device holds may grow before modules
+#: move to a fresh one (see _Devices).
 _DEVICE_GROWTH_LIMIT = 1 << 30
 #: The driver whose devices _Devices replaces.
 _RECYCLED_DRIVER = "local-task"
@@ -709,21 +709,29 @@ class _Devices:
 
     IREE 3.13's `local-task` device serves a call's transient memory from
     64 MiB slabs that it keeps until the device is destroyed, and some
-    graphs (a six-layer training backward) take new slabs on every call:
-    the process grew by about 340 MB a call. So, after a call on a
-    `local-task` device, once the process's peak memory has grown by
-    `_DEVICE_GROWTH_LIMIT` since that device was created, a fresh device
-    replaces it: each module loads onto it at its next call (a few ms), and
-    the old one is freed with the last module and result holding it. Other
-    drivers keep IREE's cached device. Calls from several threads see one
-    device per generation."""
+    graphs (a six-layer training backward) take new slabs on every call
+    (about 400 MB a call; docs/torch.md says why). So, after a call on a
+    `local-task` device, once the bytes the process holds in ``malloc``
+    have grown by `_DEVICE_GROWTH_LIMIT` over their least since that
+    device was created, a fresh device replaces it: each module loads onto
+    it at its next call (a few ms), and the old one is freed with the last
+    module and result holding it. The least, not the value at creation:
+    the old device's slabs are freed after the new one starts, and the new
+    one's may then take their place. Without glibc's ``mallinfo2`` the
+    process's peak resident memory stands in. Other drivers keep IREE's
+    cached device. Calls from several threads see one device per
+    generation."""
 
     def __init__(self):
+        # driver -> (generation, device, least usage since it started)
         self._current: dict[str, tuple[int, object, int]] = {}
         self._lock = threading.Lock()
 
     @staticmethod
-    def _peak_bytes() -> int:
+    def _usage_bytes() -> int:
+        in_use = heap_in_use()
+        if in_use is not None:
+            return in_use
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -732,7 +740,7 @@ class _Devices:
         """A device of IREE's own (not its cached one) as ``generation``."""
         import iree.runtime as rt
 
-        self._current[driver] = (generation, rt.get_first_device([driver], cache=False), self._peak_bytes())
+        self._current[driver] = (generation, rt.get_first_device([driver], cache=False), self._usage_bytes())
 
     def get(self, driver: str) -> tuple[int, object]:
         """(generation, device) for ``driver``."""
@@ -755,12 +763,28 @@ class _Devices:
             current = self._current.get(driver)
             if current is None:
                 return
-            generation, _, start = current
-            if self._peak_bytes() - start > _DEVICE_GROWTH_LIMIT:
+            generation, device, least = current
+            usage = self._usage_bytes()
+            if usage - least > _DEVICE_GROWTH_LIMIT:
                 self._start(driver, generation + 1)
+            elif usage < least:
+                self._current[driver] = (generation, device, usage)
 
 
 _DEVICES = _Devices()
+
+
+def _release_context(ctx) -> None:
+    """Lets reference counting free an IREE SystemContext: it and its bound
+    modules refer to each other (iree.runtime 3.13), a cycle otherwise left
+    to a full collection, which took about 230 ms in a training process."""
+    bound = getattr(ctx, "_bound_modules", None)
+    if isinstance(bound, dict):
+        bound.clear()
+    else:
+        import gc
+
+        gc.collect()
 
 
 def _recycling(fn, driver: str):
@@ -824,13 +848,10 @@ class CompiledModule:
         if self._loaded is not None:
             if self._loaded["generation"] == _DEVICES.generation(self.driver):
                 return self._loaded
-            # Moving to a fresh device: IREE's Python objects of the old
-            # context hold each other in cycles, which only the collector
-            # frees (and with them the old device's memory).
+            # Moving to a fresh device: the old context goes, and with it
+            # (once no result holds it) the old device's memory.
+            _release_context(self._loaded.pop("ctx"))
             self._loaded = None
-            import gc
-
-            gc.collect()
         missing = [k for k in self.parameter_keys if k not in self._parameters]
         if missing:
             raise RuntimeError(

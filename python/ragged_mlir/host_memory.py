@@ -35,7 +35,7 @@ import ctypes
 import os
 import threading
 
-__all__ = ["warm_calls"]
+__all__ = ["heap_in_use", "warm_calls"]
 
 # mallopt parameters (malloc.h).
 _M_TRIM_THRESHOLD = -1
@@ -62,6 +62,47 @@ def _glibc_mallopt():
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     return mallopt
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def _glibc_mallinfo2():
+    try:
+        libc = ctypes.CDLL(None)
+        mallinfo2 = libc.mallinfo2  # glibc >= 2.33
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.argtypes = []
+    mallinfo2.restype = _Mallinfo2
+    return mallinfo2
+
+
+_MALLINFO2 = _glibc_mallinfo2()
+
+
+def heap_in_use() -> int | None:
+    """Bytes allocated by ``malloc`` and not freed, in every arena and in
+    mapped blocks (glibc's ``mallinfo2``); None without glibc 2.33."""
+    if _MALLINFO2 is None:
+        return None
+    info = _MALLINFO2()
+    return info.uordblks + info.hblkhd
 
 
 _MALLOPT = _glibc_mallopt()

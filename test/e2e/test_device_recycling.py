@@ -8,8 +8,10 @@ start one device."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -32,7 +34,7 @@ def _module():
 def test_modules_move_to_a_fresh_local_task_device_when_the_process_grows(monkeypatch):
     devices = C._Devices()
     peak = [0]
-    monkeypatch.setattr(devices, "_peak_bytes", lambda: peak[0])
+    monkeypatch.setattr(devices, "_usage_bytes", lambda: peak[0])
     monkeypatch.setattr(C, "_DEVICES", devices)
     module = _module()
     assert module.driver == "local-task"
@@ -53,7 +55,21 @@ def test_modules_move_to_a_fresh_local_task_device_when_the_process_grows(monkey
     peak[0] = C._DEVICE_GROWTH_LIMIT + 1
     crossed = module.proj(x, w)
     assert devices.generation("local-task") == 1
-    moved = module.proj(x, w)
+    # The old context is freed by reference counting, without a collection
+    # (a full one took about 230 ms in a training process).
+    old_context = weakref.ref(module._loaded["ctx"])
+
+    def no_collection(*args):
+        raise AssertionError("moving a module to a fresh device ran the garbage collector")
+
+    gc.disable()
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(gc, "collect", no_collection)
+            moved = module.proj(x, w)
+        assert old_context() is None
+    finally:
+        gc.enable()
     assert module._loaded["generation"] == 1
     assert devices._current["local-task"][1] is not old_device
     for out in (first, crossed, moved):
@@ -66,7 +82,7 @@ def test_modules_move_to_a_fresh_local_task_device_when_the_process_grows(monkey
 
 def test_other_drivers_keep_the_cached_device(monkeypatch):
     devices = C._Devices()
-    monkeypatch.setattr(devices, "_peak_bytes", lambda: 1 << 60)
+    monkeypatch.setattr(devices, "_usage_bytes", lambda: 1 << 60)
     monkeypatch.setattr(C, "_DEVICES", devices)
     generation, device = devices.get("local-sync")
     assert generation == 0 and "local-sync" not in devices._current
@@ -89,7 +105,7 @@ def test_threads_crossing_the_limit_together_start_one_device(monkeypatch):
         starts.append(generation)
         start(driver, generation)
 
-    monkeypatch.setattr(devices, "_peak_bytes", slow_peak)
+    monkeypatch.setattr(devices, "_usage_bytes", slow_peak)
     monkeypatch.setattr(devices, "_start", counted_start)
     assert devices.get("local-task")[0] == 0
     peak[0] = C._DEVICE_GROWTH_LIMIT + 1
@@ -99,4 +115,21 @@ def test_threads_crossing_the_limit_together_start_one_device(monkeypatch):
     for t in threads:
         t.join()
     assert starts == [0, 1]
+    assert devices.generation("local-task") == 1
+
+
+def test_growth_counts_from_the_least_usage_since_the_device_started(monkeypatch):
+    # The old device's memory is freed after the new one starts: growth is
+    # measured from where usage fell to, not from where it stood at the start.
+    devices = C._Devices()
+    usage = [5 << 30]
+    monkeypatch.setattr(devices, "_usage_bytes", lambda: usage[0])
+    assert devices.get("local-task")[0] == 0
+    usage[0] = 1 << 30
+    devices.after_call("local-task")
+    usage[0] = (1 << 30) + C._DEVICE_GROWTH_LIMIT
+    devices.after_call("local-task")
+    assert devices.generation("local-task") == 0
+    usage[0] += 1
+    devices.after_call("local-task")
     assert devices.generation("local-task") == 1
