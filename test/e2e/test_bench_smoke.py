@@ -89,3 +89,31 @@ def test_scale_smoke(tmp_path):
     (long,) = [x for x in rows if x["case"] == "long document"]
     assert long["compiles"] == 0 and long["max_rel_err"] < 1e-4
     assert set(long["ms"]) == {"short", "long", "mix"}
+
+
+def test_train_step_smoke():
+    """bench/train_step.py (W6): one MNLI layer, padded eager against the
+    compiled step, one timed round and one fresh draw; the first losses
+    agree, nothing is traced again, and every promised field is there."""
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "train_step.py"), "--datasets", "mnli", "--variants", "padded"]
+        + ["ragged_mlir", "--rounds", "1", "--draws", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert lines[0]["gemm_peak_gflops"] > 0
+    (case,) = lines[1:]
+    assert case["dataset"] == "mnli" and case["layers"] == 1
+    assert (
+        set(case["ms"])
+        == set(case["attainment"])
+        == set(case["page_faults_per_step"])
+        == {"padded", "ragged_mlir"}
+    )
+    assert case["loss_diff_vs_padded"]["ragged_mlir"] < 1e-4
+    assert case["recompiles_over_draws"]["graphs_traced"] == 0
+    assert case["failed"] == {}
