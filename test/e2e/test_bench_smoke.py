@@ -39,22 +39,28 @@ CASE_KEYS = {
 }
 
 
-def test_harness_smoke(tmp_path):
+def _run(script: str, *args: str) -> str:
+    """stdout of ``bench/<script> args``, which must succeed."""
     r = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "harness.py"), "--smoke", "--out", str(tmp_path), "--no-plot"],
+        [sys.executable, str(ROOT / "bench" / script), *args],
         capture_output=True,
         text=True,
         timeout=600,
         cwd=ROOT,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    return r.stdout
+
+
+def test_harness_smoke(tmp_path):
+    stdout = _run("harness.py", "--smoke", "--out", str(tmp_path), "--no-plot")
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     summary = lines[-1]
     assert summary.get("summary") is True
     assert SUMMARY_KEYS <= summary.keys(), SUMMARY_KEYS - summary.keys()
 
     cases = [x for x in lines if "workload" in x]
-    assert cases, r.stdout[-2000:]
+    assert cases, stdout[-2000:]
     case = cases[0]
     assert "error" not in case, case.get("error")
     assert CASE_KEYS <= case.keys(), CASE_KEYS - case.keys()
@@ -72,15 +78,7 @@ def test_scale_smoke(tmp_path):
     """bench/scale.py: the batch sweep (one compile, no recompiles across
     B) and the long-document case, each checked against fp64 per item."""
     out = tmp_path / "scale.jsonl"
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "scale.py"), "--batches", "2", "5", "--long", "40"]
-        + ["--short-batch", "3", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
+    _run("scale.py", "--batches", "2", "5", "--long", "40", "--short-batch", "3", "--out", str(out))
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     batch = [x for x in rows if x["case"] == "batch"]
     assert [x["B"] for x in batch] == [2, 5]
@@ -95,16 +93,19 @@ def test_train_step_smoke():
     """bench/train_step.py (W6): one MNLI layer, padded eager against the
     compiled step, one timed round and one fresh draw; the first losses
     agree, nothing is traced again, and every promised field is there."""
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "train_step.py"), "--datasets", "mnli", "--variants", "padded"]
-        + ["ragged_mlir", "--rounds", "1", "--draws", "1"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
+    stdout = _run(
+        "train_step.py",
+        "--datasets",
+        "mnli",
+        "--variants",
+        "padded",
+        "ragged_mlir",
+        "--rounds",
+        "1",
+        "--draws",
+        "1",
     )
-    assert r.returncode == 0, r.stderr[-3000:]
-    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     assert lines[0]["gemm_peak_gflops"] > 0
     (case,) = lines[1:]
     assert case["dataset"] == "mnli" and case["layers"] == 1
