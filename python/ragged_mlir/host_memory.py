@@ -48,17 +48,25 @@ _MMAP_MAX_DEFAULT = 65536
 _MMAP_THRESHOLD_CEILING = 32 << 20
 
 
+def _glibc():
+    """The C library, when it is glibc (mallopt's options differ elsewhere)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _glibc()
+
+
 def _glibc_mallopt():
     """glibc's ``mallopt``; None under ``RAGGED_HOST_MEMORY=system`` or
     another C library."""
-    if os.environ.get("RAGGED_HOST_MEMORY", "warm") == "system":
+    if _LIBC is None or os.environ.get("RAGGED_HOST_MEMORY", "warm") == "system":
         return None
-    try:
-        libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # noqa: B018  (glibc only: mallopt's options differ elsewhere)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return None
+    mallopt = _LIBC.mallopt
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     return mallopt
@@ -83,13 +91,11 @@ class _Mallinfo2(ctypes.Structure):
 
 
 def _glibc_mallinfo2():
-    try:
-        libc = ctypes.CDLL(None)
-        mallinfo2 = libc.mallinfo2  # glibc >= 2.33
-    except (OSError, AttributeError):
-        return None
-    mallinfo2.argtypes = []
-    mallinfo2.restype = _Mallinfo2
+    """glibc's ``mallinfo2`` (2.33 and later), or None."""
+    mallinfo2 = getattr(_LIBC, "mallinfo2", None)
+    if mallinfo2 is not None:
+        mallinfo2.argtypes = []
+        mallinfo2.restype = _Mallinfo2
     return mallinfo2
 
 
