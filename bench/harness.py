@@ -126,6 +126,15 @@ def gemm_peak_gflops(n: int = 2048, reps: int = 3) -> float:
     return 2 * n**3 / best / 1e9
 
 
+def copy_bandwidth_gbs(mib: int = 256, reps: int = 5) -> float:
+    """In-process memory bandwidth: bytes read plus written by a large tensor copy, best of reps."""
+    n = mib * 2**20 // 4
+    src, dst = torch.randn(n), torch.empty(n)
+    dst.copy_(src)
+    best = min(_timed(lambda: dst.copy_(src))[1] for _ in range(reps))
+    return 2 * 4 * n / best / 1e9
+
+
 def _timed(fn: Callable) -> tuple[Any, float]:
     t = time.perf_counter()
     out = fn()
@@ -291,8 +300,14 @@ def run_case(variants: list[W.Variant], reference: Callable, comp: W.Compiled, o
     return rec
 
 
-def metrics(rec: dict, workload: str, lengths: np.ndarray, layers: int, gemm_peak: float) -> dict:
-    """S, S*, attainment, ratios, overhead, GFLOP/s and memory ratio of one case."""
+def metrics(
+    rec: dict, workload: str, lengths: np.ndarray, layers: int, gemm_peak: float, copy_bw: float
+) -> dict:
+    """S, S*, attainment, ratios, overhead, GFLOP/s, roofline and memory ratio of one case.
+
+    Roofline attainment is useful FLOP/s over the GEMM peak measured in this
+    process; W1 (segment reductions, memory-bound) is measured instead in
+    useful bytes per second over this process's copy bandwidth."""
     med = rec["median_ms"]
     ours = med.get(W.OURS)
     s_star = W.flop_ceiling(workload, lengths)
@@ -339,6 +354,23 @@ def metrics(rec: dict, workload: str, lengths: np.ndarray, layers: int, gemm_pea
         k: round(useful / (t / 1e3) / 1e9, 2) for k, t in med.items() if k in W.PEERS or k == W.OURS
     }
     rec["gemm_peak_share"] = round(useful / (ours / 1e3) / 1e9 / gemm_peak, 3)
+    if workload == "W1":
+        moved = W.useful_bytes(workload, lengths, rec.get("op"))
+        rec["useful_gb_s"] = {
+            k: round(moved / (t / 1e3) / 1e9, 2) for k, t in med.items() if k in W.PEERS or k == W.OURS
+        }
+        rec["roofline"] = {k: round(v / copy_bw, 3) for k, v in rec["useful_gb_s"].items()}
+    else:
+        rec["roofline"] = {k: round(v / gemm_peak, 3) for k, v in rec["useful_gflops"].items()}
+    if W.OURS in rec["roofline"]:
+        best_roof = (
+            max((rec["roofline"][k], k) for k in rec["roofline"] if k != W.OURS)
+            if len(rec["roofline"]) > 1
+            else None
+        )
+        rec["roofline_ours"] = rec["roofline"][W.OURS]
+        if best_roof:
+            rec["roofline_best_peer"], rec["roofline_best_peer_name"] = best_roof
     fresh = rec.get("peak_mem_fresh_mib") or {}
     base = fresh.get(strong) or fresh.get("padded")
     if fresh.get(W.OURS) is not None and base:
@@ -659,6 +691,8 @@ def summarize(rows: list[dict], extra: dict) -> dict:
         "datasets": sorted({r["dataset"] for r in w4}),
         "w4_cases": len(w4),
         "w4_ceiling_attainment": median(r.get("ceiling_attainment") for r in w4),
+        # Useful FLOP/s over the in-process GEMM peak.
+        "w4_roofline_attainment": median(r.get("roofline_ours") for r in w4),
         "w4_speedup_vs_padded_sdpa": median(r.get("speedup") for r in w4),
         "w4_ratio_to_best_peer": median(r.get("ratio_to_best_peer") for r in w4),
         # The same from the fastest run of each variant (less sensitive to other load on the machine).
@@ -692,6 +726,7 @@ def summarize(rows: list[dict], extra: dict) -> dict:
             "speedup": geomean(r.get("speedup") for r in rs),
             "ceiling_attainment": geomean(r.get("ceiling_attainment") for r in rs),
             "ratio_to_best_peer": geomean(r.get("ratio_to_best_peer") for r in rs),
+            "roofline": geomean(r.get("roofline_ours") for r in rs),
             "cases": len(rs),
         }
         for k, rs in by_w.items()
@@ -721,7 +756,8 @@ def write_markdown(path: Path, rows: list[dict], summary: dict, info: dict, extr
         f"{info['cpu']} ({', '.join(info['isa'])}; torch capability {info['torch_cpu_capability']}), "
         f"{info['cores']} cores, torch threads {info['torch_threads']}, commit {info['commit']}, "
         f"torch {info['versions'].get('torch')}. Dense GEMM peak (torch.mm 2048², fp32): "
-        f"{summary.get('gemm_peak_gflops')} GFLOP/s. Load average at start/end: "
+        f"{summary.get('gemm_peak_gflops')} GFLOP/s; copy bandwidth (read + write): "
+        f"{summary.get('copy_bandwidth_gbs')} GB/s. Load average at start/end: "
         f"{summary.get('load_start')} / {summary.get('load_end')} (other processes share the cores: "
         f"timings are noisy). Wall time {summary.get('elapsed_s')} s.",
         "",
@@ -729,11 +765,13 @@ def write_markdown(path: Path, rows: list[dict], summary: dict, info: dict, extr
         "for W1/W2) / T(ragged-mlir); S* = FLOP ceiling; vs best = T(fastest of baselines 1-8) / T(ragged-mlir) "
         "(> 1: ragged-mlir is faster); overhead = T(ragged) / T(all-equal lengths, same tokens); "
         "padded work = T(ragged-mlir fed the padded batch) / T(strong padded baseline) (> 1: its code is "
-        "slower than torch's on the same work); mem = peak memory of ragged-mlir / strong padded baseline.",
+        "slower than torch's on the same work); mem = peak memory of ragged-mlir / strong padded baseline; "
+        "roofline = useful FLOP/s (real tokens only) / the GEMM peak above, or for W1 useful bytes/s / the "
+        "copy bandwidth above, of ragged-mlir and of the peer with the highest.",
         "",
         "| workload | dataset | B | util | S* | ragged-mlir ms | padded ms | S | S/S* | best peer | vs best | "
-        "overhead | padded work | mem | rel err | runs |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "roofline ours / best peer | overhead | padded work | mem | rel err | runs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in cases:
         name = _case_name(r)
@@ -742,6 +780,7 @@ def write_markdown(path: Path, rows: list[dict], summary: dict, info: dict, extr
             f"| {name} | {r['dataset']} | {r['batch']} | {r['util']:.2f} | {r['flop_ceiling']:.2f} | "
             f"{_fmt(med.get(W.OURS), '.1f')} | {_fmt(med.get(r['strong_baseline']), '.1f')} | {_fmt(r.get('speedup'))} | "
             f"{_fmt(r.get('ceiling_attainment'))} | {r.get('best_peer', '–')} | {_fmt(r.get('ratio_to_best_peer'))} | "
+            f"{_fmt(r.get('roofline_ours'))} / {_fmt(r.get('roofline_best_peer'))} | "
             f"{_fmt(r.get('ragged_overhead'))} | {_fmt(r.get('padded_work_ratio'))} | "
             f"{_fmt(r.get('peak_mem_ratio_vs_padded'))} | {_fmt(r['max_rel_err'].get(W.OURS), '.1e')} | {r['runs']} |"
         )
@@ -756,11 +795,16 @@ def write_markdown(path: Path, rows: list[dict], summary: dict, info: dict, extr
             "|---|---|" + "---|" * len(names),
         ]
         for r in cases:
-            cells = " | ".join(_fmt(r[key].get(n), spec) for n in names)
+            cells = " | ".join(_fmt(r.get(key, {}).get(n), spec) for n in names)
             rows.append(f"| {_case_name(r)} | {r['dataset']} | {cells} |")
         return rows
 
     lines += variant_table("## Median ms of every variant", "median_ms", ".1f")
+    lines += variant_table(
+        "## Roofline attainment of every variant (useful FLOP/s / GEMM peak; W1: useful bytes/s / copy bandwidth)",
+        "roofline",
+        ".2f",
+    )
     lines += variant_table(
         "## Peak memory of one call (MiB above the resident set before it)", "peak_mem_mib", ".0f"
     )
@@ -785,13 +829,13 @@ def write_markdown(path: Path, rows: list[dict], summary: dict, info: dict, extr
         "",
         "## Geomean over datasets",
         "",
-        "| workload | cases | S | S/S* | vs best peer |",
-        "|---|---|---|---|---|",
+        "| workload | cases | S | S/S* | vs best peer | roofline |",
+        "|---|---|---|---|---|---|",
     ]
     for k, g in summary.get("geomean_over_datasets", {}).items():
         lines.append(
             f"| {k} | {g['cases']} | {_fmt(g['speedup'])} | {_fmt(g['ceiling_attainment'])} | "
-            f"{_fmt(g['ratio_to_best_peer'])} |"
+            f"{_fmt(g['ratio_to_best_peer'])} | {_fmt(g.get('roofline'))} |"
         )
     lines += ["", "## Compile time and recompiles", ""]
     lines.append(
@@ -967,14 +1011,16 @@ def main(argv=None) -> int:
     info = machine_info()
     load_start = round(os.getloadavg()[0], 2)
     gemm = gemm_peak_gflops(512 if args.smoke else 2048, 1 if args.smoke else 3)
+    copy_bw = copy_bandwidth_gbs(16 if args.smoke else 256, 1 if args.smoke else 5)
     log(
         f"# {mode_name}: {info['cpu']}, {info['torch_cpu_capability']}, threads {info['torch_threads']}, "
-        f"GEMM peak {gemm:.1f} GFLOP/s, load {load_start}, budget {args.budget_s:.0f} s"
+        f"GEMM peak {gemm:.1f} GFLOP/s, copy {copy_bw:.1f} GB/s, load {load_start}, budget {args.budget_s:.0f} s"
     )
     emit(
         {
             "machine": info,
             "gemm_peak_gflops": round(gemm, 2),
+            "copy_bandwidth_gbs": round(copy_bw, 2),
             "mode": mode_name,
             "load_avg": load_start,
             "memory_method": MEM_METHOD,
@@ -1031,7 +1077,7 @@ def main(argv=None) -> int:
             ):
                 rec["peak_mem_fresh_mib"] = fresh_memory(case, args)
             # W5 is the six-layer MiniLM: its FLOPs count all six layers.
-            rec = metrics(rec, case["workload"], lengths, args.layers, gemm)
+            rec = metrics(rec, case["workload"], lengths, args.layers, gemm, copy_bw)
             rec["case_s"] = round(time.perf_counter() - t0, 1)
             # Key order: identification and headline metrics first.
             head = (
@@ -1048,6 +1094,8 @@ def main(argv=None) -> int:
                 "ceiling_attainment",
                 "best_peer",
                 "ratio_to_best_peer",
+                "roofline_ours",
+                "roofline_best_peer",
                 "ragged_overhead",
                 "peak_mem_ratio_vs_padded",
             )
@@ -1063,7 +1111,8 @@ def main(argv=None) -> int:
         emit(rec)
         log(
             f"    {rec.get('case_s')} s: S={rec.get('speedup')} S*={rec.get('flop_ceiling')} "
-            f"best={rec.get('best_peer')} x{rec.get('ratio_to_best_peer')} overhead={rec.get('ragged_overhead')}"
+            f"best={rec.get('best_peer')} x{rec.get('ratio_to_best_peer')} overhead={rec.get('ragged_overhead')} "
+            f"roofline={rec.get('roofline_ours')} (best peer {rec.get('roofline_best_peer')})"
         )
 
     # Recompiles over 20 fresh length draws through the compiled W4 model(s).
@@ -1098,6 +1147,7 @@ def main(argv=None) -> int:
             **extra,
             "mode": mode_name,
             "gemm_peak_gflops": round(gemm, 2),
+            "copy_bandwidth_gbs": round(copy_bw, 2),
             "load_start": load_start,
             "load_end": round(os.getloadavg()[0], 2),
             "elapsed_s": round(time.perf_counter() - clock.start, 1),

@@ -120,6 +120,15 @@ def useful_flops(workload: str, lengths, layers: int = 1) -> float:
     return layers * layer_flops(lengths)
 
 
+def useful_bytes(workload: str, lengths, op: str | None = None) -> float:
+    """W1's memory traffic on the real tokens: the fp32 input read once and the
+    output written once (a row per item for sum and max, every element for softmax)."""
+    assert workload == "W1", workload
+    n = float(np.sum(lengths))
+    out = n if op == "softmax" else float(len(lengths))
+    return 4.0 * D * (n + out)
+
+
 def flop_ceiling(workload: str, lengths) -> float:
     """S* = padded FLOPs / ragged FLOPs. W1/W2 are per token (1/util), W3 is
     quadratic in the length, W4/W5 use the encoder-layer formula."""

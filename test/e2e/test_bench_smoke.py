@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SUMMARY_KEYS = {
     "w4_ceiling_attainment",
+    "w4_roofline_attainment",
     "w4_ratio_to_best_peer",
     "ragged_overhead",
     "recompiles",
@@ -36,6 +37,8 @@ CASE_KEYS = {
     "p90_ms",
     "peak_mem_mib",
     "max_abs_err",
+    "roofline",
+    "roofline_ours",
 }
 
 
@@ -69,6 +72,11 @@ def test_harness_smoke(tmp_path):
     assert "ragged_mlir" in case["median_ms"]
     assert case["max_rel_err"]["ragged_mlir"] < 1e-4
     assert summary["recompile_draws"] > 0
+    # Roofline attainment for every baseline, in (0, 1] of the in-process peak (a little over 1
+    # only for noise between the peak's measurement and the case).
+    assert summary["gemm_peak_gflops"] > 0 and summary["copy_bandwidth_gbs"] > 0
+    assert set(case["roofline"]) == {k for k in case["median_ms"] if k in case["useful_gflops"]}
+    assert all(0 < v < 1.5 for v in case["roofline"].values()), case["roofline"]
 
     assert (tmp_path / "smoke.jsonl").read_text().count("\n") == len(lines)
     assert (tmp_path / "summary-smoke.md").exists()
