@@ -145,6 +145,13 @@ class NestedTensor:
     elements.
     """
 
+    # A zero-element tensor ``[0, max extents...]`` (physical order of the
+    # ragged dims) built with a batch from the host's view of it: under
+    # torch.compile its sizes are the ragged sizes, input sizes the host
+    # knows, so ``x.size(1)`` needs no device read (see _max_extents). None
+    # when the maxima are not known without one.
+    _probe: torch.Tensor | None = None
+
     # -- construction ------------------------------------------------------------
     def __init__(
         self,
@@ -166,6 +173,7 @@ class NestedTensor:
             values = _pin(values)
         self._set(values, offsets, partitions, ragged, shapes, batch_first, padding_value, mask_value)
         _mark_batch_dims(self.values, [self.offsets, *self.partitions])
+        self._attach_probe()
 
     def _set(
         self, values, offsets, partitions, ragged, shapes, batch_first, padding_value, mask_value
@@ -236,6 +244,7 @@ class NestedTensor:
         else:
             layout, count = _layout_key(ragged), len(ragged)
         offsets = self.offsets if offsets is None else offsets
+        same_partitions = partitions is None and offsets is self.offsets
         if partitions is None:
             partitions = [offsets] if count == 1 else (self.partitions if offsets is self.offsets else [])
         if shapes is _KEEP:
@@ -250,6 +259,11 @@ class NestedTensor:
         obj._assign(
             values, offsets, partitions, layout, shapes, batch_first, self._padding_value, self._mask_value
         )
+        # The maxima stay while the extents do: same partitions, or (eagerly,
+        # moved to another device) the same host item shapes.
+        kept = same_partitions or (shapes is not None and shapes is self._shapes)
+        if kept and layout == self._layout and self._probe is not None:
+            obj._probe = self._probe.to(values.device)
         return obj
 
     @classmethod
@@ -288,7 +302,18 @@ class NestedTensor:
         if not _is_compiling():
             _check_offsets(offsets, values.shape[0], "offsets")
         _mark_batch_dims(values, [offsets])
-        return cls._new(values, offsets, [offsets], (0,), None, batch_first, padding_value, mask_value)
+        out = cls._new(values, offsets, [offsets], (0,), None, batch_first, padding_value, mask_value)
+        out._attach_probe()
+        return out
+
+    def _attach_probe(self) -> None:
+        """Builds :attr:`_probe` from the host's item shapes (eagerly only)."""
+        if _is_compiling() or not self._ragged:
+            return
+        probe = torch.empty((0, *self._max_extents()), dtype=torch.uint8, device=self.values.device)
+        for d in range(1, probe.dim()):
+            torch._dynamo.maybe_mark_dynamic(probe, d)
+        self._probe = probe
 
     @classmethod
     def from_njt(cls, njt: torch.Tensor, **kwargs: Any) -> NestedTensor:
@@ -686,9 +711,13 @@ class NestedTensor:
 
     def _max_extents(self) -> list[Any]:
         """Maximum extent of every ragged dim (physical order): ints eagerly;
-        under tracing a device read (``.item()``)."""
+        under tracing the sizes of :attr:`_probe` (symbols of the call's
+        input sizes), or a device read (``.item()``) for a batch built in the
+        graph with new partitions."""
         if not self._ragged:
             return []
+        if _is_compiling() and self._probe is not None:
+            return list(self._probe.shape[1:])
         if _is_compiling():
             out = []
             for j in range(len(self._ragged)):
@@ -1710,12 +1739,15 @@ class NestedTensor:
                 ssz = tuple(xp.shape[1 + nr :])
         if bsz == 1 and all(s == 1 for s in rsz):
             return xp.reshape(ssz)
+        # One gather of rows over the batch and ragged dims flattened (a
+        # single index, which torch-mlir lowers; several index tensors it
+        # does not), a broadcast dim contributing 0.
         ids, coords = self._row_coords()
-        zero = torch.zeros_like(ids)
-        idx = [ids if bsz != 1 else zero]
+        flat = ids if bsz != 1 else torch.zeros_like(ids)
         for j in range(nr):
-            idx.append(coords[j] if rsz[j] != 1 else zero)
-        return xp.to(self.device)[tuple(idx)]
+            if rsz[j] != 1:
+                flat = flat * rsz[j] + coords[j]
+        return xp.to(self.device).reshape((-1, *ssz)).index_select(0, flat)
 
     # -- torch function dispatch ---------------------------------------------------------------
     @classmethod

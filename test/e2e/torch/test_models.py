@@ -317,16 +317,78 @@ def test_matmul_operator_with_parameters_and_closures():
 
 
 def test_transformer_encoder_on_nested_tensor():
+    """``nn.TransformerEncoder`` reads ``src.size(1)`` (a ragged size) before
+    its layers: under a plain ``torch.compile`` (no ``fullgraph``) that is
+    one graph, not a graph per op after a break."""
     torch.manual_seed(4)
     layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
     encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
     xs = items([5, 11, 1, 8], 32, seed=5)
+    counters = torch._dynamo.utils.counters
+    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
     with torch.no_grad():
         out = compiled(encoder)(NestedTensor(xs))
+        assert counters["stats"]["unique_graphs"] - graphs == 1
+        assert sum(counters["graph_break"].values()) == breaks, dict(counters["graph_break"])
         for got, x in zip(out.unbind(), xs, strict=True):
             want = encoder.double()(x.double().unsqueeze(0))[0]
             np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-4, rtol=1e-4)
         encoder.float()
+
+
+def test_ragged_size_in_one_graph():
+    """A model that uses the longest item's length (``x.size(1)``) and the
+    padded view compiles to one graph whose host computes that length from
+    the input sizes: no break, no recompile for new lengths."""
+
+    def model(x):
+        padded = x.tensor  # [B, max L, 8]
+        return padded.sum(1) / x.size(1) + x.mask.sum(1).unsqueeze(-1)  # mask: [B, max L]
+
+    counters = torch._dynamo.utils.counters
+    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+    run = compiled(model)
+    for lengths in ([3, 0, 7, 2], [9, 4], [5, 5, 5, 5, 5]):
+        xs = items(lengths, 8, seed=len(lengths))
+        got = run(NestedTensor(xs))
+        longest = max(lengths)
+        for b, x in enumerate(xs):
+            want = x.double().sum(0) / longest + len(x)
+            np.testing.assert_allclose(got[b].numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    assert counters["stats"]["unique_graphs"] - graphs == 1
+    assert sum(counters["graph_break"].values()) == breaks
+
+
+class LearnedPositions(nn.Module):
+    """Learned positions added the ordinary way: a table sliced to the
+    longest item (``x.size(1)``) and broadcast over the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Embedding(96, 32)
+        self.layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x + self.pos(torch.arange(x.size(1))))
+
+
+def test_learned_positions_in_one_graph():
+    torch.manual_seed(6)
+    model = LearnedPositions().eval()
+    reference = copy.deepcopy(model).double()
+    counters = torch._dynamo.utils.counters
+    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+    run = compiled(model)
+    for name in ("random", "empty-items", "one-long", "all-equal", "single"):
+        xs = items(LENGTHS[name], 32, seed=len(name))
+        got = run(NestedTensor(xs))
+        for b, x in enumerate(xs):
+            want = reference.layer((x.double() + reference.pos.weight[: len(x)]).unsqueeze(0))[0]
+            np.testing.assert_allclose(got[b].numpy(), want.numpy(), rtol=1e-4, atol=1e-4, err_msg=name)
+        # One graph for every batch of two or more items; Dynamo traces a
+        # batch of one again (it specialises sizes of 1).
+        assert counters["stats"]["unique_graphs"] - graphs == (2 if name == "single" else 1), name
+    assert sum(counters["graph_break"].values()) == breaks
 
 
 @pytest.mark.parametrize("scores_max_rows", [0, 256], ids=["fused", "scores"])

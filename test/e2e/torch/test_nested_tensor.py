@@ -1209,6 +1209,9 @@ TRACEABLE = {
     "inplace": lambda x: x.clone().add_(1).mul_(2).values,
     "flip": lambda x: torch.flip(x, [1]).values,
     "sizes": lambda x: x.values * (x.size(0) + x.size(-1) + len(x) + x.dim() + x.shape[-1]),
+    # The ragged size (the longest item): a symbol of the input sizes, no device read.
+    "ragged_size": lambda x: (x * x.size(1)).values + torch.arange(x.shape[1]).sum(),
+    "padded_views": lambda x: x.tensor.sum(1) + x.mask.sum() + x.tensor.shape[1],
 }
 
 
