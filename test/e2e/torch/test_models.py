@@ -391,6 +391,28 @@ def test_learned_positions_in_one_graph():
     assert sum(counters["graph_break"].values()) == breaks
 
 
+def test_learned_positions_gradients():
+    """The gradient of the position table (the adjoint of the broadcast's
+    gather adds up every item's rows) and of the layer, against fp64."""
+    torch.manual_seed(7)
+    model = LearnedPositions()
+    reference = copy.deepcopy(model).double()
+    xs = items([5, 0, 12, 3], 32, seed=11)
+    weights = torch.randn(32, dtype=torch.float64)
+    with torch.enable_grad():
+        compiled(model)(NestedTensor(xs)).values.matmul(weights.float()).sum().backward()
+        total = sum(
+            reference.layer((x.double() + reference.pos.weight[: len(x)]).unsqueeze(0))[0]
+            .matmul(weights)
+            .sum()
+            for x in xs
+            if len(x)
+        )
+        total.backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
 @pytest.mark.parametrize("scores_max_rows", [0, 256], ids=["fused", "scores"])
 def test_encoder_layer_attention_kernels(scores_max_rows):
     """``nn.TransformerEncoderLayer`` on a NestedTensor whose items fall in
