@@ -310,7 +310,11 @@ class NestedTensor:
         """Builds :attr:`_probe` from the host's item shapes (eagerly only)."""
         if _is_compiling() or not self._ragged:
             return
-        probe = torch.empty((0, *self._max_extents()), dtype=torch.uint8, device=self.values.device)
+        if self._shapes is not None:
+            maxes = self._max_extents()
+        else:  # from_packed: one reduction, not a walk over the items
+            maxes = [int(self._extents(j).max()) if len(self) else 0 for j in range(len(self._ragged))]
+        probe = torch.empty((0, *maxes), dtype=torch.uint8, device=self.values.device)
         for d in range(1, probe.dim()):
             torch._dynamo.maybe_mark_dynamic(probe, d)
         self._probe = probe
