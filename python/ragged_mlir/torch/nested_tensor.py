@@ -260,9 +260,10 @@ class NestedTensor:
             values, offsets, partitions, layout, shapes, batch_first, self._padding_value, self._mask_value
         )
         # The maxima stay while the extents do: same partitions, or (eagerly,
-        # moved to another device) the same host item shapes.
+        # moved to another device) the same host item shapes; with one ragged
+        # dim wherever it moves (a transpose), with several in the same order.
         kept = same_partitions or (shapes is not None and shapes is self._shapes)
-        if kept and layout == self._layout and self._probe is not None:
+        if kept and (layout == self._layout or count == len(self._ragged) == 1) and self._probe is not None:
             obj._probe = self._probe.to(values.device)
         return obj
 
@@ -1440,7 +1441,11 @@ class NestedTensor:
         b = len(self)
         axis = self._batch_axis()
         include = False
-        if len(target) > axis and not isinstance(target[axis], torch.SymInt) and not _is_compiling():
+        # Under torch.compile a traced size is an int to this code (Dynamo
+        # answers isinstance(s, SymInt) with False); with the ragged sizes
+        # known as input sizes (_probe) the eager rule compares symbols.
+        sizes_known = not _is_compiling() or self._probe is not None
+        if len(target) > axis and not isinstance(target[axis], torch.SymInt) and sizes_known:
             if target[axis] == b and len(target) != self.dim():
                 include = True
             elif target[axis] in (-1, b) and len(target) == self.dim():
@@ -1467,13 +1472,16 @@ class NestedTensor:
             return None
         r = self._ragged[0]
         compiling = _is_compiling()
-        maxes = None if compiling else self._max_extents()
+        maxes = self._max_extents() if not compiling or self._probe is not None else None
         marks = []
         for i, t in enumerate(target):
             if isinstance(t, torch.SymInt) or (isinstance(t, int) and t == -1):
                 marks.append(i)
-            elif maxes is not None and i == r and t == maxes[0] and t not in target[r + 1 :]:
-                marks.append(i)
+            elif maxes is not None and i == r and t == maxes[0]:
+                # Eagerly a size that is also a static size after it is
+                # ambiguous; traced, the ragged size is its own symbol.
+                if compiling or t not in target[r + 1 :]:
+                    marks.append(i)
         if len(marks) != 1:
             return None
         t = marks[0]
@@ -1505,6 +1513,8 @@ class NestedTensor:
         )
         v = v.reshape((self.values.shape[0] * num // den, *post, *sizes))
         v = v.movedim(list(range(v.dim() - pre, v.dim())), list(range(1, 1 + pre)))
+        if num == den == 1:  # the ragged dim kept whole: same offsets and sizes
+            return self._derive(v, ragged=(t,), shapes=None)
         offsets = self.offsets * num if den == 1 else torch.div(self.offsets, den, rounding_mode="floor")
         return self._derive(v, ragged=(t,), offsets=offsets, partitions=[offsets], shapes=None)
 

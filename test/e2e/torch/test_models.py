@@ -391,6 +391,42 @@ def test_learned_positions_in_one_graph():
     assert sum(counters["graph_break"].values()) == breaks
 
 
+class ShapeUnpackingAttention(nn.Module):
+    """Heads the way most hand-written attention splits them: the sizes
+    unpacked from ``x.shape`` and passed to ``view`` and ``reshape``."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x):
+        B, L, D = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = (t.view(B, L, self.heads, D // self.heads).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v)
+        return self.out(y.transpose(1, 2).reshape(B, L, D))
+
+
+def test_shape_unpacking_attention_in_one_graph():
+    torch.manual_seed(8)
+    model = ShapeUnpackingAttention().eval()
+    reference = copy.deepcopy(model).double()
+    counters = torch._dynamo.utils.counters
+    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+    run = compiled(model)
+    for name in ("random", "empty-items", "one-long", "all-equal"):
+        xs = items(LENGTHS[name], 32, seed=len(name) + 1)
+        got = run(NestedTensor(xs))
+        for b, x in enumerate(xs):
+            if len(x):
+                want = reference(x.double().unsqueeze(0))[0]
+                np.testing.assert_allclose(got[b].numpy(), want.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+    assert counters["stats"]["unique_graphs"] - graphs == 1
+    assert sum(counters["graph_break"].values()) == breaks
+
+
 def test_learned_positions_gradients():
     """The gradient of the position table (the adjoint of the broadcast's
     gather adds up every item's rows) and of the layer, against fp64."""
