@@ -8,6 +8,7 @@ Benchmarks are not tests: nothing here looks at a time.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -72,11 +73,11 @@ def test_harness_smoke(tmp_path):
     assert "ragged_mlir" in case["median_ms"]
     assert case["max_rel_err"]["ragged_mlir"] < 1e-4
     assert summary["recompile_draws"] > 0
-    # Roofline attainment for every baseline, in (0, 1] of the in-process peak (a little over 1
-    # only for noise between the peak's measurement and the case).
+    # Roofline attainment for every timed baseline (a ratio of two timings: its size is not
+    # checked here, only that it is there and positive).
     assert summary["gemm_peak_gflops"] > 0 and summary["copy_bandwidth_gbs"] > 0
     assert set(case["roofline"]) == {k for k in case["median_ms"] if k in case["useful_gflops"]}
-    assert all(0 < v < 1.5 for v in case["roofline"].values()), case["roofline"]
+    assert all(math.isfinite(v) and v > 0 for v in case["roofline"].values()), case["roofline"]
 
     assert (tmp_path / "smoke.jsonl").read_text().count("\n") == len(lines)
     assert (tmp_path / "summary-smoke.md").exists()
