@@ -44,6 +44,12 @@ def items(lengths, dim, seed=0, dtype=torch.float32):
     return [torch.randn(n, dim, generator=g, dtype=torch.float64).to(dtype) for n in lengths]
 
 
+def dynamo_counts() -> tuple[int, int]:
+    """Graphs Dynamo has traced and graph breaks it has taken so far in this process."""
+    counters = torch._dynamo.utils.counters
+    return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+
+
 def compiled(model, **options):
     return torch.compile(model, backend="ragged", dynamic=True, options=options)
 
@@ -324,12 +330,10 @@ def test_transformer_encoder_on_nested_tensor():
     layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
     encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
     xs = items([5, 11, 1, 8], 32, seed=5)
-    counters = torch._dynamo.utils.counters
-    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+    graphs, breaks = dynamo_counts()
     with torch.no_grad():
         out = compiled(encoder)(NestedTensor(xs))
-        assert counters["stats"]["unique_graphs"] - graphs == 1
-        assert sum(counters["graph_break"].values()) == breaks, dict(counters["graph_break"])
+        assert dynamo_counts() == (graphs + 1, breaks), dict(torch._dynamo.utils.counters["graph_break"])
         for got, x in zip(out.unbind(), xs, strict=True):
             want = encoder.double()(x.double().unsqueeze(0))[0]
             np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-4, rtol=1e-4)
@@ -345,8 +349,7 @@ def test_ragged_size_in_one_graph():
         padded = x.tensor  # [B, max L, 8]
         return padded.sum(1) / x.size(1) + x.mask.sum(1).unsqueeze(-1)  # mask: [B, max L]
 
-    counters = torch._dynamo.utils.counters
-    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+    graphs, breaks = dynamo_counts()
     run = compiled(model)
     for lengths in ([3, 0, 7, 2], [9, 4], [5, 5, 5, 5, 5]):
         xs = items(lengths, 8, seed=len(lengths))
@@ -355,8 +358,7 @@ def test_ragged_size_in_one_graph():
         for b, x in enumerate(xs):
             want = x.double().sum(0) / longest + len(x)
             np.testing.assert_allclose(got[b].numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
-    assert counters["stats"]["unique_graphs"] - graphs == 1
-    assert sum(counters["graph_break"].values()) == breaks
+    assert dynamo_counts() == (graphs + 1, breaks)
 
 
 class LearnedPositions(nn.Module):
@@ -376,8 +378,7 @@ def test_learned_positions_in_one_graph():
     torch.manual_seed(6)
     model = LearnedPositions().eval()
     reference = copy.deepcopy(model).double()
-    counters = torch._dynamo.utils.counters
-    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+    graphs, breaks = dynamo_counts()
     run = compiled(model)
     for name in ("random", "empty-items", "one-long", "all-equal", "single"):
         xs = items(LENGTHS[name], 32, seed=len(name))
@@ -387,8 +388,7 @@ def test_learned_positions_in_one_graph():
             np.testing.assert_allclose(got[b].numpy(), want.numpy(), rtol=1e-4, atol=1e-4, err_msg=name)
         # One graph for every batch of two or more items; Dynamo traces a
         # batch of one again (it specialises sizes of 1).
-        assert counters["stats"]["unique_graphs"] - graphs == (2 if name == "single" else 1), name
-    assert sum(counters["graph_break"].values()) == breaks
+        assert dynamo_counts() == (graphs + (2 if name == "single" else 1), breaks), name
 
 
 class ShapeUnpackingAttention(nn.Module):
@@ -413,8 +413,7 @@ def test_shape_unpacking_attention_in_one_graph():
     torch.manual_seed(8)
     model = ShapeUnpackingAttention().eval()
     reference = copy.deepcopy(model).double()
-    counters = torch._dynamo.utils.counters
-    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+    graphs, breaks = dynamo_counts()
     run = compiled(model)
     for name in ("random", "empty-items", "one-long", "all-equal"):
         xs = items(LENGTHS[name], 32, seed=len(name) + 1)
@@ -423,8 +422,7 @@ def test_shape_unpacking_attention_in_one_graph():
             if len(x):
                 want = reference(x.double().unsqueeze(0))[0]
                 np.testing.assert_allclose(got[b].numpy(), want.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
-    assert counters["stats"]["unique_graphs"] - graphs == 1
-    assert sum(counters["graph_break"].values()) == breaks
+    assert dynamo_counts() == (graphs + 1, breaks)
 
 
 def test_learned_positions_gradients():
