@@ -104,6 +104,10 @@ void populateGuardSplatReductionsPatterns(RewritePatternSet &patterns);
 /// `select(divisor == 0, 1, divisor)` (`ragged-guard-integer-division`).
 void populateGuardIntegerDivisionPatterns(RewritePatternSet &patterns);
 
+/// A dynamic `extract_slice` a contraction reads is read behind a
+/// `util.optimization_barrier` (`ragged-guard-contraction-slices`).
+void populateGuardContractionSlicesPatterns(RewritePatternSet &patterns);
+
 /// Rewrites ops on static tensors without elements (see FoldEmptyTensorsPass).
 void populateFoldEmptyTensorsPatterns(RewritePatternSet &patterns);
 

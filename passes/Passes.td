@@ -459,6 +459,46 @@ def GuardInPlaceUpdatesPass : Pass<"ragged-guard-in-place-updates"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def GuardContractionSlicesPass : Pass<"ragged-guard-contraction-slices"> {
+  let summary = "Copies the slices a contraction reads in dispatches of their own";
+  let description = [{
+    IREE 3.13 clones a `tensor.extract_slice` into the dispatch of the op
+    that reads it. For a contraction IREE data-tiles, the packing of that
+    operand then stays in the GEMM's dispatch, and with a dynamic M the CPU
+    backend packs the strided rows on the stack: BERT's pooler,
+    `tanh(dense(x[:, 0]))`, failed with "'func.func' op exceeded stack
+    allocation limit of 32768 bytes" (98304 bytes; 425984 for
+    all-MiniLM-L6-v2) on every x86 target, and `x[:, :32] @ w` too.
+
+    Each `extract_slice` of dynamic shape in a function's body (not in a
+    loop) that is an input of a contraction, directly or through reshapes,
+    is read behind a `util.optimization_barrier`, its dynamic sizes tied to
+    the slice's by a `flow.tensor.tie_shape` (both in generic form, so
+    ragged-opt needs `--allow-unregistered-dialect`). IREE then copies the
+    slice in a dispatch of its own and packs the copy as it packs a function
+    argument. Static slices are left alone: IREE packs them within their
+    bounds. (IREE's `flow.tensor.slice` is no way out: it copies a strided
+    slice as if it were contiguous.)
+
+    Before:
+    ```mlir
+    %s = tensor.extract_slice %x[0, 0, 0] [%b, 1, 64] [1, 1, 1]
+        : tensor<?x?x64xf32> to tensor<?x64xf32>
+    %y = linalg.matmul ins(%s, %w : tensor<?x64xf32>, tensor<64x64xf32>) ...
+    ```
+    After:
+    ```mlir
+    %s = tensor.extract_slice %x[0, 0, 0] [%b, 1, 64] [1, 1, 1]
+        : tensor<?x?x64xf32> to tensor<?x64xf32>
+    %h = "util.optimization_barrier"(%s) : (tensor<?x64xf32>) -> tensor<?x64xf32>
+    %d = tensor.dim %s, %c0 : tensor<?x64xf32>
+    %t = "flow.tensor.tie_shape"(%h, %d) : (tensor<?x64xf32>, index) -> tensor<?x64xf32>
+    %y = linalg.matmul ins(%t, %w : tensor<?x64xf32>, tensor<64x64xf32>) ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def GuardIntegerDivisionPass : Pass<"ragged-guard-integer-division"> {
   let summary = "Keeps padded vector lanes from dividing integers by zero";
   let description = [{

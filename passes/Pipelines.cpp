@@ -84,6 +84,7 @@ void mlir::ragged::registerRaggedPipelines() {
         // After ragged-fill-splats, which makes broadcasts of one scalar fills.
         pm.addPass(createGuardSplatReductionsPass());
         pm.addPass(createGuardIntegerDivisionPass());
+        pm.addPass(createGuardContractionSlicesPass());
         // After canonicalization, which makes M and N static.
         SplitDynamicContractionsPassOptions split;
         split.chunk = options.contractionChunk;

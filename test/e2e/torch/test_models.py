@@ -468,6 +468,32 @@ def test_encoder_layer_attention_kernels(scores_max_rows):
     assert rb.stats["fallbacks"] == fallbacks
 
 
+@pytest.mark.parametrize("dynamic", [True, False])
+@pytest.mark.parametrize("take", ["first", "last", "columns"])
+def test_linear_on_a_slice_of_the_tokens(take, dynamic):
+    """A Linear on a slice of a padded batch: BERT's pooler (the first
+    token), a decoder's last token, the first half of the features. IREE
+    3.13 packed the strided slice inside the GEMM's dispatch and refused it
+    ("exceeded stack allocation limit of 32768 bytes") on every x86 target
+    until ragged-guard-contraction-slices copied it first."""
+    torch.manual_seed(7)
+    dense = nn.Linear(64 if take != "columns" else 32, 64)
+    pick = {
+        "first": lambda x: x[:, 0],
+        "last": lambda x: x[:, -1],
+        "columns": lambda x: x[..., :32],
+    }[take]
+
+    def pooler(x):
+        return torch.tanh(dense(pick(x)))
+
+    run = torch.compile(pooler, backend="ragged", dynamic=dynamic)
+    for shape in ((8, 40, 64), (3, 17, 64)):
+        x = torch.randn(shape)
+        want = torch.tanh(pick(x.double()) @ dense.weight.double().t() + dense.bias.double())
+        np.testing.assert_allclose(run(x).double().numpy(), want.numpy(), atol=1e-5, rtol=1e-5)
+
+
 # --------------------------------------------------------------------------
 # What graphs return, and every dtype
 # --------------------------------------------------------------------------
