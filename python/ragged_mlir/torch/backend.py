@@ -64,6 +64,7 @@ __all__ = [
     "fallback_reasons",
     "ragged_backend",
     "stats",
+    "unpad_refusals",
 ]
 
 
@@ -122,10 +123,16 @@ class BackendRefused(RuntimeError):
     which op and why."""
 
 
-#: Counters: graphs compiled, cache hits, graphs run eagerly.
-stats = {"compiled": 0, "cache_hits": 0, "fallbacks": 0}
+#: Counters: graphs compiled; graphs served from the cache of an identical
+#: one; graphs that run eagerly (a graph identical to a refused one is
+#: counted again), and the calls of those graphs; inference graphs that run
+#: on the valid tokens only (:mod:`.unpad`).
+stats = {"compiled": 0, "cache_hits": 0, "fallbacks": 0, "fallback_calls": 0, "unpadded": 0}
 #: Why each fallback happened (one line per graph), oldest first.
 fallback_reasons: list[str] = []
+#: Why unpadding did not apply to an inference graph that has a key-padding
+#: mask candidate (one line per graph), oldest first.
+unpad_refusals: list[str] = []
 _cache: dict[tuple, Callable] = {}
 
 
@@ -312,20 +319,47 @@ def _key(gm: torch.fx.GraphModule, example_inputs, options: RaggedBackendOptions
     )
 
 
+class _Refused:
+    """What the cache keeps of a graph that runs eagerly: why."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+class _EagerGraph:
+    """A graph that runs eagerly: every call is counted in
+    ``stats["fallback_calls"]``."""
+
+    def __init__(self, eager: Callable, message: str):
+        self.eager = eager
+        self.message = message
+
+    def __call__(self, *args):
+        stats["fallback_calls"] += 1
+        return self.eager(*args)
+
+
 def _refuse(options: RaggedBackendOptions, kind: str, reason: str, eager: Callable) -> Callable:
+    """``eager``, counted, after one warning for this graph (or
+    :class:`BackendRefused` without fallback)."""
     message = f"ragged backend: running this graph eagerly ({kind}): {reason}"
     if not options.fallback:
         raise BackendRefused(message)
     stats["fallbacks"] += 1
     fallback_reasons.append(message)
-    warnings.warn(message, stacklevel=3)
-    return eager
+    # The graph's number keeps Python's warning filter from hiding a second
+    # graph refused for the same reason.
+    warnings.warn(f"{message} [graph {stats['fallbacks']}]", stacklevel=3)
+    return _EagerGraph(eager, message)
 
 
-def _guarded(fn: CompiledGraph, eager: Callable, options: RaggedBackendOptions, kind: str) -> Callable:
+def _guarded(
+    fn: CompiledGraph, eager: Callable, options: RaggedBackendOptions, kind: str, key: tuple
+) -> Callable:
     """The first call checks that the compiled graph runs; if IREE refuses
     it, the graph falls back like a compile-time refusal (never on later
-    calls, whose failures are the caller's)."""
+    calls, whose failures are the caller's), and so does every identical
+    graph after it."""
     state: dict[str, Any] = {"run": None}
 
     def run(*args):
@@ -334,13 +368,11 @@ def _guarded(fn: CompiledGraph, eager: Callable, options: RaggedBackendOptions, 
         try:
             out = fn(*args)
         except Exception as e:  # the runtime's own errors: shape or type mismatches
-            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            state["run"] = _refuse(
-                options, kind, f"the compiled graph failed at its first call: {reason}", eager
-            )
-            if state["run"] is eager:
-                return eager(*args)
-            raise
+            text = str(e).strip()
+            reason = f"the compiled graph failed at its first call: {text.splitlines()[0] if text else type(e).__name__}"
+            state["run"] = _refuse(options, kind, reason, eager)
+            _cache[key] = _Refused(reason)
+            return state["run"](*args)
         state["run"] = fn
         return out
 
@@ -362,16 +394,24 @@ def _compiler(options: RaggedBackendOptions, kind: str):
             tracing = TracingContext.try_get()
             static = getattr(getattr(tracing, "fw_metadata", None), "static_input_indices", None) or ()
         key = _key(gm, example_inputs, options, kind, static)
+        eager = gm.forward
         if key in _cache:
             stats["cache_hits"] += 1
-            return _cache[key]
-        eager = gm.forward
+            cached = _cache[key]
+            if isinstance(cached, _Refused):
+                # An identical graph was refused: this one runs eagerly too,
+                # its own code, and says so.
+                fn = _refuse(options, kind, f"{cached.reason} (as an identical graph before it)", eager)
+                return make_boxed_func(fn) if kind == "backward" else fn
+            return cached
         unpadded = None
         if options.unpad is not False and kind == "inference":
             region = _copy_graph(gm)
-            unpadded = unpad_graph(region)
+            unpadded = unpad_graph(region, unpad_refusals)
             if unpadded is not None and not (options.unpad or unpadded.exact):
-                unpad_log.debug("unpadding not applied by default: outputs at padded positions would change")
+                reason = "not applied by default: outputs at padded positions would change"
+                unpad_log.debug("unpadding %s", reason)
+                unpad_refusals.append(reason)
                 unpadded = None
             if unpadded is not None:
                 gm = region
@@ -381,16 +421,21 @@ def _compiler(options: RaggedBackendOptions, kind: str):
             graph.compile_seconds = time.perf_counter() - t0
             stats["compiled"] += 1
             if unpadded is None:
-                fn = _guarded(graph, eager, options, kind)
+                fn = _guarded(graph, eager, options, kind, key)
             else:
-                fn = unpadded.wrap(_guarded(graph, gm.forward, options, kind), eager)
+                stats["unpadded"] += 1
+                fn = unpadded.wrap(_guarded(graph, gm.forward, options, kind, key), eager)
                 fn.unpadded = unpadded
+            cached = fn
         except Unsupported as e:
             fn = _refuse(options, kind, str(e), eager)
+            cached = _Refused(str(e))
         if kind == "backward":
             # AOTAutograd calls a backward with one list of arguments.
             fn = make_boxed_func(fn)
-        _cache[key] = fn
+            if not isinstance(cached, _Refused):
+                cached = fn
+        _cache[key] = cached
         return fn
 
     return compile_graph

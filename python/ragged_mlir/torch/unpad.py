@@ -339,9 +339,11 @@ class _Eager:
         return None
 
 
-def unpad_graph(gm: fx.GraphModule) -> Unpadded | None:
+def unpad_graph(gm: fx.GraphModule, refusals: list[str] | None = None) -> Unpadded | None:
     """Rewrites ``gm`` in place to run on packed tokens and returns how to
-    call it, or returns None (graph untouched) with the reason logged."""
+    call it, or returns None with the reason logged (and appended to
+    ``refusals``); ``gm`` may then be partly rewritten, so the backend hands
+    it a copy."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     try:
@@ -352,6 +354,8 @@ def unpad_graph(gm: fx.GraphModule) -> Unpadded | None:
         return how
     except _Refuse as e:
         log.debug("unpadding refused: %s", e)
+        if refusals is not None:
+            refusals.append(str(e))
         return None
 
 

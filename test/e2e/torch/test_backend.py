@@ -227,6 +227,38 @@ def test_unsupported_graph_falls_back_with_a_message():
         strict(NestedTensor(items))
 
 
+def test_fallback_is_visible_on_every_use():
+    """A graph identical to a refused one (RoBERTa's and XLM-R's) is served
+    from the backend's cache: it is counted and warned about as a fallback
+    of its own, and every call of a graph that runs eagerly is counted."""
+
+    def weird(x):
+        return torch.fft.rfft(x, dim=-1).abs() * 2
+
+    x = torch.randn(3, 8)
+    before = dict(rb.stats)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # Python's own filter: once per place and text
+        for _ in range(2):
+            torch._dynamo.reset()
+            model = torch.compile(weird, backend="ragged", dynamic=True, options={"fallback": True})
+            with torch.no_grad():
+                for _ in range(3):
+                    np.testing.assert_allclose(model(x), weird(x), atol=1e-5)
+    messages = [str(w.message) for w in caught if "running this graph eagerly" in str(w.message)]
+    assert len(messages) == 2, messages
+    assert "complex64" in messages[1] and "identical graph" in messages[1]
+    assert rb.stats["fallbacks"] - before["fallbacks"] == 2
+    assert rb.stats["cache_hits"] - before["cache_hits"] == 1
+    assert rb.stats["fallback_calls"] - before["fallback_calls"] == 6
+    assert rb.stats["compiled"] == before["compiled"]
+    # Without fallback, the cached refusal raises for the identical graph too.
+    torch._dynamo.reset()
+    strict = torch.compile(weird, backend="ragged", dynamic=True, options={"fallback": False})
+    with pytest.raises(Exception, match="complex64"), torch.no_grad():
+        strict(x)
+
+
 def test_debug_dump(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGGED_DEBUG_DIR", str(tmp_path))
     torch._dynamo.reset()
@@ -1340,3 +1372,58 @@ def test_views_of_widened_inputs_are_views(dtype, fn):
     got = torch.compile(fn, backend="ragged", dynamic=True, fullgraph=True)(x)
     for g, w in zip(got, fn(x), strict=True):
         assert torch.equal(g, w)
+
+
+_EXIT_SCRIPTS = {
+    "inference": """
+import torch
+from transformers import BertConfig, BertModel
+import ragged_mlir.torch  # registers backend="ragged" (an entry point once installed)
+torch.manual_seed(0)
+model = BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=64)).eval()
+run = torch.compile(model, backend="ragged", dynamic=True)
+ids = torch.randint(1, 100, (3, 7))
+mask = torch.ones_like(ids)
+mask[1, 4:] = 0
+with torch.no_grad():
+    out = run(input_ids=ids, attention_mask=mask)
+    want = model(input_ids=ids, attention_mask=mask)
+torch.testing.assert_close(out.pooler_output, want.pooler_output, rtol=1e-5, atol=1e-5)
+print("ok")
+""",
+    "training": """
+import torch
+from torch import nn
+from ragged_mlir.torch import NestedTensor
+torch.manual_seed(0)
+layer = nn.TransformerEncoderLayer(32, 2, 64, dropout=0.0, batch_first=True)
+run = torch.compile(layer, backend="ragged")
+opt = torch.optim.AdamW(layer.parameters())
+for n in (5, 9):
+    x = NestedTensor(torch.randn(3, 32), torch.randn(n, 32), torch.randn(2, 32))
+    run(x).concat.square().sum().backward()
+    opt.step()
+    opt.zero_grad()
+print("ok")
+""",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_EXIT_SCRIPTS))
+def test_scripts_exit_without_leak_reports(kind):
+    """An inference script (BertModel with its pooler) and a training script
+    (nn.TransformerEncoderLayer forward, backward and AdamW on a
+    NestedTensor) print nothing of IREE's at exit: compiled graphs held by
+    Dynamo and AOTAutograd past the interpreter's teardown once left about
+    130 lines of nanobind leak reports."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("transformers")
+    run = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPTS[kind]], capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "ok"
+    assert "leaked" not in run.stderr, run.stderr
