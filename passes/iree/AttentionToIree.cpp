@@ -265,6 +265,15 @@ std::optional<GatheredRows> gatheredRows(OpBuilder &b, Location loc, Value v) {
   return GatheredRows{source, def->getOperand(1)};
 }
 
+/// Whether `v` is, through row-keeping reshapes, the result of an IREE
+/// row gather (what gatheredRows reads through).
+bool isGatheredRows(Value v) {
+  Operation *def = v.getDefiningOp();
+  while (def && isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(def))
+    def = def->getOperand(0).getDefiningOp();
+  return def && def->getName().getStringRef() == "iree_linalg_ext.gather";
+}
+
 struct AttentionToIree : OpRewritePattern<AttentionOp> {
   AttentionToIree(MLIRContext *ctx, int64_t scoresMaxRows) : OpRewritePattern(ctx), scoresMaxRows(scoresMaxRows) {}
   int64_t scoresMaxRows;
@@ -298,6 +307,22 @@ struct AttentionToIree : OpRewritePattern<AttentionOp> {
       return values;
     };
     Value q = valuesOf(op.getQuery()), k = valuesOf(op.getKey()), v = valuesOf(op.getValue());
+    // IREE propagates a reshape of an operand's head columns (rotary
+    // embeddings rotate the two halves of each head: `cat(-x2, x1)`) through
+    // the row gathers into the attention, which then has a loop the CPU
+    // tiles (ragged-cpu-attention-tiles) do not describe: "large vector
+    // sizes". Behind a barrier the operands keep their [rows, H, d] shape.
+    // Rows gathered by another attention stay visible (see gatheredRows).
+    SmallVector<std::pair<Value, Value>> hidden;
+    auto opaque = [&](Value values) -> Value {
+      for (auto [from, to] : hidden)
+        if (from == values)
+          return to;
+      Value to = isGatheredRows(values) ? values : optimizationBarrier(rewriter, loc, values, /*tieShape=*/true);
+      hidden.push_back({values, to});
+      return to;
+    };
+    q = opaque(q), k = opaque(k), v = opaque(v);
     // The offsets, where they are defined: the schedule follows them.
     Value offsets;
     if (auto pack = op.getQuery().getDefiningOp<PackOp>()) {

@@ -96,6 +96,14 @@ bool updatedInPlace(OpOperand &use) {
     return linalgOp.isDpsInit(&use) && linalgOp.payloadUsesValueFromOperand(&use);
   if (user->isRegistered())
     return false;
+  // IREE's attention ops, which ragged-attention-to-iree builds: only their
+  // inits are written (the output; and the running max and sum of the
+  // online form). A causal mask, computed from indices alone, is an input.
+  StringRef name = user->getName().getStringRef();
+  if (name == "iree_linalg_ext.attention")
+    return use.getOperandNumber() + 1 == user->getNumOperands();
+  if (name == "iree_linalg_ext.online_attention")
+    return use.getOperandNumber() + 3 >= user->getNumOperands();
   auto segments = user->getAttrOfType<DenseI32ArrayAttr>("operandSegmentSizes");
   return !segments || segments.empty() ||
          use.getOperandNumber() >= user->getNumOperands() - segments.asArrayRef().back();

@@ -147,11 +147,16 @@ func.func @shared(%x: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L
 // One head: the attention gets [n, S, d] blocks of [rows, d] views of the
 // values and loops without a head (IREE would fold the unit head dim
 // itself and mis-folds an attention whose operands repeat); q = k is one
-// block, gathered once; the output rows expand back to [rows, 1, d].
+// block, gathered once; the output rows expand back to [rows, 1, d]. The
+// values are read behind barriers, so IREE cannot reshape their heads.
 // CHECK-LABEL: func.func @one_head_shared
 // CHECK-SAME:    %[[X:[a-z0-9]+]]: tensor<?x1x11xf32>, %{{.*}}: tensor<?xi64>, %[[V:[a-z0-9]+]]: tensor<?x1x11xf32>
-// CHECK-DAG:     %[[XR:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0], [1, 2]] : tensor<?x1x11xf32> into tensor<?x11xf32>
-// CHECK-DAG:     %[[VR:.*]] = tensor.collapse_shape %[[V]] {{\[}}[0], [1, 2]] : tensor<?x1x11xf32> into tensor<?x11xf32>
+// CHECK-DAG:     %[[XH:.*]] = "util.optimization_barrier"(%[[X]]) : (tensor<?x1x11xf32>) -> tensor<?x1x11xf32>
+// CHECK-DAG:     %[[XT:.*]] = "flow.tensor.tie_shape"(%[[XH]], %{{.*}}) : (tensor<?x1x11xf32>, index) -> tensor<?x1x11xf32>
+// CHECK-DAG:     %[[VH:.*]] = "util.optimization_barrier"(%[[V]]) : (tensor<?x1x11xf32>) -> tensor<?x1x11xf32>
+// CHECK-DAG:     %[[VT:.*]] = "flow.tensor.tie_shape"(%[[VH]], %{{.*}}) : (tensor<?x1x11xf32>, index) -> tensor<?x1x11xf32>
+// CHECK-DAG:     %[[XR:.*]] = tensor.collapse_shape %[[XT]] {{\[}}[0], [1, 2]] : tensor<?x1x11xf32> into tensor<?x11xf32>
+// CHECK-DAG:     %[[VR:.*]] = tensor.collapse_shape %[[VT]] {{\[}}[0], [1, 2]] : tensor<?x1x11xf32> into tensor<?x11xf32>
 // CHECK:         %[[XB:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x16x11xf32>)
 // CHECK:           tensor.extract %[[XR]]
 // CHECK:         %[[VB:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x16x11xf32>)

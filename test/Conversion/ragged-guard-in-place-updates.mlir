@@ -182,3 +182,47 @@ func.func @values_and_indices_of_a_sort(%x: tensor<?x?xf32>, %i: tensor<?x?xi64>
   }) : (tensor<?x?xf32>, tensor<?x?xi64>) -> (tensor<?x?xf32>, tensor<?x?xi64>)
   return %s#0, %s#1 : tensor<?x?xf32>, tensor<?x?xi64>
 }
+
+// -----
+
+// IREE's attention writes only its init: a causal mask computed from
+// indices alone is an input and stays as it is (a barrier would keep IREE
+// from cloning it into each attention's dispatch), while a constant init
+// is guarded like any in-place destination.
+// CHECK-LABEL: func.func @attention_mask_is_read
+// CHECK-NOT:     util.optimization_barrier
+// CHECK:         %[[M:.*]] = linalg.generic
+// CHECK-NOT:     util.optimization_barrier
+// CHECK:         "iree_linalg_ext.attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[M]], %[[O:.*]])
+// CHECK-LABEL: func.func @attention_init_is_written
+// CHECK:         "util.optimization_barrier"
+// CHECK:         %[[O:.*]] = linalg.generic
+// CHECK:         "iree_linalg_ext.attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[O]])
+func.func @attention_mask_is_read(%q: tensor<2x16x4xf32>, %o: tensor<2x16x4xf32>) -> tensor<2x16x4xf32> {
+  %s = arith.constant 0.5 : f32
+  %e = tensor.empty() : tensor<16x16xi1>
+  %m = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      outs(%e : tensor<16x16xi1>) {
+  ^bb0(%out: i1):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %c = arith.cmpi ule, %j, %i : index
+    linalg.yield %c : i1
+  } -> tensor<16x16xi1>
+  %r = "iree_linalg_ext.attention"(%q, %q, %q, %s, %m, %o) : (tensor<2x16x4xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>, f32, tensor<16x16xi1>, tensor<2x16x4xf32>) -> tensor<2x16x4xf32>
+  return %r : tensor<2x16x4xf32>
+}
+func.func @attention_init_is_written(%q: tensor<2x16x4xf32>) -> tensor<2x16x4xf32> {
+  %s = arith.constant 0.5 : f32
+  %e = tensor.empty() : tensor<2x16x4xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      outs(%e : tensor<2x16x4xf32>) {
+  ^bb0(%out: f32):
+    %i = linalg.index 1 : index
+    %c = arith.index_cast %i : index to i32
+    %f = arith.sitofp %c : i32 to f32
+    linalg.yield %f : f32
+  } -> tensor<2x16x4xf32>
+  %r = "iree_linalg_ext.attention"(%q, %q, %q, %s, %o) : (tensor<2x16x4xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>, f32, tensor<2x16x4xf32>) -> tensor<2x16x4xf32>
+  return %r : tensor<2x16x4xf32>
+}

@@ -127,3 +127,22 @@ def test_train_step_smoke():
     assert case["loss_diff_vs_padded"]["ragged_mlir"] < 1e-4
     assert case["recompiles_over_draws"]["graphs_traced"] == 0
     assert case["failed"] == {}
+
+
+def test_hf_zoo_smoke():
+    """bench/hf_zoo.py at the tiny size: a row per variant with its ratios,
+    unpadding applied to a decoder on left padding too, nothing eager."""
+    pytest.importorskip("transformers")
+    stdout = _run(
+        "hf_zoo.py", "--size", "tiny", "--rounds", "1", "--no-inductor", "--arch", "llama", "--batch", "4"
+    )
+    rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    assert {(r["padding"], r["variant"]) for r in rows} == {
+        (p, v) for p in ("right", "left") for v in ("padded_eager", "ragged", "ragged_unpad")
+    }
+    for r in rows:
+        assert r["max_abs_err"] < 1e-4 and r["roofline"] > 0, r
+        if r["variant"] != "padded_eager":
+            assert r["fallbacks"] == 0, r
+        if r["variant"] == "ragged_unpad":
+            assert r["unpadded"] is True, r

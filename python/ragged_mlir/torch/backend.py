@@ -126,7 +126,7 @@ class BackendRefused(RuntimeError):
 #: Counters: graphs compiled; graphs served from the cache of an identical
 #: one; graphs that run eagerly (a graph identical to a refused one is
 #: counted again), and the calls of those graphs; inference graphs that run
-#: on the valid tokens only (:mod:`.unpad`).
+#: on the valid tokens only (:mod:`.unpad`; cache hits included).
 stats = {"compiled": 0, "cache_hits": 0, "fallbacks": 0, "fallback_calls": 0, "unpadded": 0}
 #: Why each fallback happened (one line per graph), oldest first.
 fallback_reasons: list[str] = []
@@ -403,6 +403,8 @@ def _compiler(options: RaggedBackendOptions, kind: str):
                 # its own code, and says so.
                 fn = _refuse(options, kind, f"{cached.reason} (as an identical graph before it)", eager)
                 return make_boxed_func(fn) if kind == "backward" else fn
+            if getattr(cached, "unpadded", None) is not None:
+                stats["unpadded"] += 1
             return cached
         unpadded = None
         if options.unpad is not False and kind == "inference":

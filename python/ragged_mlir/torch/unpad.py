@@ -87,6 +87,12 @@ _POINTWISE = {
     aten.native_dropout.default, aten.rsub.Scalar, aten.ge.Scalar, aten.gt.Scalar,
     aten.le.Scalar, aten.lt.Scalar, aten.eq.Scalar, aten.ne.Scalar, aten.bitwise_and.Tensor,
     aten.bitwise_or.Tensor, aten.logical_not.default, aten.masked_fill.Scalar,
+    aten.cos.default, aten.sin.default, aten.pow.Tensor_Tensor, aten.pow.Scalar, aten.square.default,
+    aten.log1p.default, aten.expm1.default, aten.floor.default, aten.ceil.default, aten.round.default,
+    aten.sign.default, aten.softplus.default, aten.hardtanh.default, aten.leaky_relu.default,
+    aten.elu.default, aten.mish.default, aten.where.ScalarOther, aten.where.ScalarSelf,
+    aten.eq.Tensor, aten.ne.Tensor, aten.lt.Tensor, aten.le.Tensor, aten.gt.Tensor, aten.ge.Tensor,
+    aten.logical_and.default, aten.logical_or.default, torch.ops.prims.convert_element_type.default,
 }  # fmt: skip
 _LAYOUT = {
     aten.transpose.int, aten.permute.default, aten.t.default, aten.unsqueeze.default,
@@ -106,6 +112,39 @@ _ATTENTION = {
 
 def _val(n: Any) -> Any:
     return n.meta.get("val") if isinstance(n, fx.Node) else n
+
+
+#: The largest integer constant the mask probes outgrow (a probe of
+#: 2 * 4096 + 3 positions holds about 67 M mask entries per item).
+_MAX_PROBE = 4096
+
+
+def _int_constants(nodes: set[fx.Node]) -> list[int]:
+    """The integer literals among the arguments of ``nodes``."""
+    found: list[int] = []
+
+    def visit(a: Any) -> None:
+        if isinstance(a, bool):
+            return
+        if isinstance(a, int):
+            found.append(a)
+        elif isinstance(a, (list, tuple)):
+            for x in a:
+                visit(x)
+        elif isinstance(a, dict):
+            for x in a.values():
+                visit(x)
+
+    for n in nodes:
+        if n.op == "call_function":
+            visit(n.args)
+            visit(n.kwargs)
+    return found
+
+
+def _statically_empty(t: Any) -> bool:
+    """Whether ``t`` is a tensor with a static size of 0."""
+    return isinstance(t, torch.Tensor) and any(isinstance(d, int) and d == 0 for d in t.shape)
 
 
 def _swaps(n: Any, dims: list[int]) -> bool:
@@ -171,6 +210,9 @@ class Unpadded:
     item_outputs: list[int]
     first_token: bool = False
     rewrites: list[str] = field(default_factory=list)
+    # Token outputs whose length dim is not dim 1 ([B, H, L, d] keys of a
+    # cache): output index -> that dim.
+    length_dims: dict[int, int] = field(default_factory=dict)
     # Values the wrapper computes on the padded inputs: (graph, its inputs).
     hoisted: list[tuple[fx.GraphModule, list[int]]] = field(default_factory=list)
 
@@ -223,10 +265,11 @@ class Unpadded:
             out = compiled(*new, positions, offsets, firsts, *hoisted)
             out = list(out) if isinstance(out, (list, tuple)) else [out]
             for i in self.token_outputs:
-                packed = out[i][0]
+                at = self.length_dims.get(i, 1)
+                packed = out[i][0].movedim(at - 1, 0)
                 padded = packed.new_zeros((b * length,) + tuple(packed.shape[1:]))
                 padded[flat] = packed
-                out[i] = padded.reshape((b, length) + tuple(packed.shape[1:]))
+                out[i] = padded.reshape((b, length) + tuple(packed.shape[1:])).movedim(1, at).contiguous()
             empty = lengths == 0
             if bool(empty.any()):
                 for i in self.item_outputs:
@@ -250,6 +293,7 @@ class _Eager:
     scale: Any  # a float, or a node of a scalar tensor
     result: fx.Node  # the [B, H, L, d] output
     inner: set = field(default_factory=set)
+    divide: bool = False  # the scores are divided by ``scale``, a node (GPT-2)
 
     @staticmethod
     def _unbatch(n: Any, inner: set) -> fx.Node | None:
@@ -279,6 +323,7 @@ class _Eager:
         inner.add(add)
         for scores, mask in ((add.args[0], add.args[1]), (add.args[1], add.args[0])):
             scale: Any = 1.0
+            divide = False
             s = scores
             if isinstance(s, fx.Node) and s.target in (aten.mul.Tensor, aten.div.Tensor):
                 c = s.args[1]
@@ -286,8 +331,9 @@ class _Eager:
                     continue
                 if s.target is aten.div.Tensor:
                     if isinstance(c, fx.Node):
-                        continue
-                    c = 1.0 / c
+                        divide = True
+                    else:
+                        c = 1.0 / c
                 scale, s = c, s.args[0]
             if (
                 not isinstance(s, fx.Node)
@@ -331,7 +377,7 @@ class _Eager:
             if result.target not in _VIEWS or _val(result).dim() != 4:
                 continue
             got |= {pv}
-            e = cls(add, q, k, v, mask, scale, result, inner | got)
+            e = cls(add, q, k, v, mask, scale, result, inner | got, divide)
             # Nothing else may read the scores or the weights.
             if any(u not in e.inner and u is not result for n in e.inner for u in n.users):
                 continue
@@ -367,6 +413,8 @@ class _Rewriter:
         self.rewrites: list[str] = []
         self.hoisted: list[tuple[fx.GraphModule, list[int]]] = []
         self.hoisted_nodes: list[fx.Node] = []
+        # Attention -> whether its mask is causal as well as key-padding.
+        self.causal: dict[fx.Node, bool] = {}
 
     # -- analysis -----------------------------------------------------------
     def run(self) -> Unpadded:
@@ -483,7 +531,7 @@ class _Rewriter:
 
         out_node = next(n for n in self.graph.nodes if n.op == "output")
         outs = list(out_node.args[0]) if isinstance(out_node.args[0], (list, tuple)) else [out_node.args[0]]
-        token_outputs, item_outputs = [], []
+        token_outputs, item_outputs, length_dims = [], [], {}
         for i, o in enumerate(outs):
             v = _val(o)
             if not isinstance(o, fx.Node) or not isinstance(v, torch.Tensor):
@@ -498,9 +546,11 @@ class _Rewriter:
                     raise _Refuse(f"output {i} is per item with shape {tuple(v.shape)}")
                 item_outputs.append(i)
             elif o in tok_dep and any(k):
-                if k[:2] != ["b", "l"] or any(k[2:]):
-                    raise _Refuse(f"output {i} of shape {tuple(v.shape)} is not [B, L, ...]")
+                if k[0] != "b" or k.count("l") != 1 or {"b", "bl"} & set(k[1:]):
+                    raise _Refuse(f"output {i} of shape {tuple(v.shape)} is not [B, ..., L, ...]")
                 token_outputs.append(i)
+                if k.index("l") != 1:
+                    length_dims[i] = k.index("l")
             elif o in pos_nodes or any(k):
                 raise _Refuse(f"output {i} of shape {tuple(v.shape)} depends on the length only")
         for a in attentions:
@@ -517,6 +567,7 @@ class _Rewriter:
             batch_symints=batch_symints,
             length_symints=length_symints,
             token_outputs=token_outputs,
+            length_dims=length_dims,
             item_outputs=item_outputs,
             first_token=any("first token" in r for r in self.rewrites),
             rewrites=self.rewrites,
@@ -553,7 +604,13 @@ class _Rewriter:
         let every valid query see exactly the valid keys of its item."""
         g = torch.Generator().manual_seed(0)
         probes = []
-        for b, length in ((3, 6), (2, 9), (4, 5)):
+        # A window (a sliding-window mask, `|i - j| <= w`) shows only on a
+        # probe longer than it, and its size is a constant of the subgraph
+        # (an input is refused below): one probe outgrows every such constant.
+        reach = max([abs(c) for c in _int_constants(sub) if abs(c) < 2**31], default=0)
+        if reach > _MAX_PROBE:
+            raise _Refuse(f"the attention mask uses the constant {reach}, longer than a probe can check")
+        for b, length in ((3, 6), (2, 9), (4, 5), (2, 2 * reach + 3)):
             m = torch.rand(b, length, generator=g) < 0.6
             m[:, 0] = True
             m[0] = True
@@ -582,10 +639,16 @@ class _Rewriter:
                 except Exception as e:
                     raise _Refuse(f"evaluating the attention mask at {n.name} failed: {e}") from e
             for a, am in mask_args.items():
-                self._check_key_mask(a, env[am], m)
+                causal = self._check_key_mask(a, env[am], m)
+                if self.causal.setdefault(a, causal) != causal:
+                    raise _Refuse(f"{a.name}: attn_mask is causal for some masks only")
 
     @staticmethod
-    def _check_key_mask(a: fx.Node, am: Any, m: torch.Tensor) -> None:
+    def _check_key_mask(a: fx.Node, am: Any, m: torch.Tensor) -> bool:
+        """Whether ``am`` lets every valid query see the valid keys of its
+        item (False) or those at or before it (True, a causal mask combined
+        with the padding mask: varlen causal attention once packed, as
+        packing keeps each item's order); otherwise refuses."""
         b, length = m.shape
         if not isinstance(am, torch.Tensor) or am.dim() > 4:
             raise _Refuse(f"{a.name}: attn_mask is not a tensor of rank <= 4")
@@ -601,8 +664,15 @@ class _Rewriter:
                 raise _Refuse(f"{a.name}: attn_mask adds values other than 0 and large negatives")
         want = m[:, None, None, :].expand_as(allowed)
         valid_q = m[:, None, :, None].expand_as(allowed)
-        if not bool(((allowed == want) | ~valid_q).all()):
-            raise _Refuse(f"{a.name}: attn_mask is not a key-padding mask of the input mask")
+        if bool(((allowed == want) | ~valid_q).all()):
+            return False
+        before = torch.ones(length, length, dtype=torch.bool).tril()
+        if bool(((allowed == (want & before)) | ~valid_q).all()):
+            return True
+        raise _Refuse(
+            f"{a.name}: attn_mask is neither a key-padding mask of the input mask nor one combined "
+            "with a causal mask (a sliding window, a mask of its own)"
+        )
 
     def _placeholder(self, name: str) -> fx.Node:
         last = [n for n in self.graph.nodes if n.op == "placeholder"][-1]
@@ -658,6 +728,14 @@ class _Rewriter:
         if t in _VIEWS:
             self._check_view(n, dims)
             return
+        if t is aten.cat.default:
+            dim = (n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", 0)) % len(k)
+            pieces = [x for x in n.args[0] if not _statically_empty(_val(x))]
+            if k[dim] is None and all(dims.kinds(_val(x)) == k for x in pieces):
+                return  # pieces of each token's features side by side (rotate_half)
+            if len(pieces) == 1 and dims.kinds(_val(pieces[0])) == k:
+                return  # one piece and empty ones: a new key-value cache
+            raise _Refuse(f"{n.name}: cat along the {k[dim]} dim")
         if t in (aten.mm.default, aten.addmm.default):
             a, w = (n.args[0], n.args[1]) if t is aten.mm.default else (n.args[1], n.args[2])
             if w in tok_dep or any(dims.kinds(_val(w))) or dims.kinds(_val(a))[1] is not None:
@@ -888,7 +966,9 @@ class _Rewriter:
         self.rewrites.append(f"{n.name}: first token of each item -> rows at the items' offsets")
         return new
 
-    def _packed_attention(self, anchor: fx.Node, q, k, v, offsets: fx.Node, scale: float) -> fx.Node:
+    def _packed_attention(
+        self, anchor: fx.Node, q, k, v, offsets: fx.Node, scale: float, causal: bool
+    ) -> fx.Node:
         """``ragged.attention`` of ``[1, H, N, d]`` operands, as ``[1, H, N, d]``."""
         with self.graph.inserting_before(anchor):
             # squeeze, not select: torch-mlir imports select as a full
@@ -897,7 +977,7 @@ class _Rewriter:
             packed = [
                 self.graph.call_function(aten.squeeze.dim, (_heads_last(x, self.graph), 0)) for x in (q, k, v)
             ]
-            out = self.graph.call_function(ragged.attention.default, (*packed, offsets, float(scale), False))
+            out = self.graph.call_function(ragged.attention.default, (*packed, offsets, float(scale), causal))
             tokens = self.graph.call_function(aten.unsqueeze.default, (out, 0))  # [1, N, H, d]
             return self.graph.call_function(aten.transpose.int, (tokens, 1, 2))
 
@@ -913,12 +993,13 @@ class _Rewriter:
         q, scale = e.q, e.scale
         if isinstance(scale, fx.Node):  # a scalar tensor: scale the queries instead
             with self.graph.inserting_before(e.result):
-                q = self.graph.call_function(aten.mul.Tensor, (q, scale))
+                q = self.graph.call_function(aten.div.Tensor if e.divide else aten.mul.Tensor, (q, scale))
             scale = 1.0
-        back = self._packed_attention(e.result, q, e.k, e.v, offsets, scale)
+        back = self._packed_attention(e.result, q, e.k, e.v, offsets, scale, self.causal[e.add])
         e.result.replace_all_uses_with(back)
         self._untranspose(back)
-        self.rewrites.append(f"{e.add.name}: softmax(q k^T + mask) v -> ragged.attention")
+        kind = "causal ragged.attention" if self.causal[e.add] else "ragged.attention"
+        self.rewrites.append(f"{e.add.name}: softmax(q k^T + mask) v -> {kind}")
 
     def _rewrite_attention(self, a: fx.Node, offsets: fx.Node) -> None:
         q, k, v = a.args[:3]
@@ -926,7 +1007,7 @@ class _Rewriter:
         scale = a.kwargs.get("scale")
         if scale is None:
             scale = 1.0 / math.sqrt(int(d))
-        back = self._packed_attention(a, q, k, v, offsets, scale)
+        back = self._packed_attention(a, q, k, v, offsets, scale, self.causal[a])
         if a.target is aten.scaled_dot_product_attention.default:
             a.replace_all_uses_with(back)
         else:
@@ -936,7 +1017,8 @@ class _Rewriter:
                 elif u.users:
                     raise _Refuse(f"{a.name}: its log-sum-exp is used")
         self._untranspose(back)
-        self.rewrites.append(f"{a.name}: {a.target} -> ragged.attention")
+        kind = "causal ragged.attention" if self.causal[a] else "ragged.attention"
+        self.rewrites.append(f"{a.name}: {a.target} -> {kind}")
 
     def _propagate(
         self, mask, token_inputs, batch_symints, length_symints, positions, offsets, firsts
