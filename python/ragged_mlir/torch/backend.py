@@ -72,10 +72,12 @@ __all__ = [
 class RaggedBackendOptions:
     """Options of the ``ragged`` backend (``torch.compile(..., options={...})``).
 
-    target / device / iree_flags / balance_tile / attention_buckets /
+    target / cpu / device / iree_flags / balance_tile / attention_buckets /
         iree_attention / attention_scores_max_rows: as
         :class:`ragged_mlir.CompileOptions` (None picks the target's
-        default).
+        default; ``cpu`` None is the host, docs/cpu_targets.md). The
+        compiled graphs run in this process: name a CPU whose code this
+        machine runs.
     freeze_parameters: parameters and buffers (an inference graph's static
         inputs) become IREE parameters, bound at the first call: IREE then
         packs weights for its GEMM kernels once per binding, not on every
@@ -101,6 +103,7 @@ class RaggedBackendOptions:
     """
 
     target: str = "llvm-cpu"
+    cpu: str | None = None
     device: str | None = None
     iree_flags: Sequence[str] = ()
     balance_tile: int | None = None
@@ -116,6 +119,11 @@ class RaggedBackendOptions:
         if self.fallback is None:
             env = os.environ.get("RAGGED_FALLBACK", "").strip().lower()
             self.fallback = env not in ("0", "false", "no", "off")
+        if self.cpu is not None:
+            from ..compiler import CompileOptions
+
+            # An unknown CPU is an error now, naming `cpu`, not at a graph's compile.
+            CompileOptions(target=self.target, cpu=self.cpu, iree_flags=list(self.iree_flags))
 
 
 class BackendRefused(RuntimeError):
@@ -247,6 +255,7 @@ def compile_fx_graph(
         flags += [f for f in _TRAINING_CPU_FLAGS if f.split("=", 1)[0] not in named]
     copts = CompileOptions(
         target=options.target,
+        cpu=options.cpu,
         device=options.device,
         iree_flags=flags,
         balance_tile=options.balance_tile,
@@ -313,6 +322,7 @@ def _key(gm: torch.fx.GraphModule, example_inputs, options: RaggedBackendOptions
         sig,
         tuple(static),
         options.target,
+        options.cpu,
         options.device,
         tuple(options.iree_flags),
         lowering,
