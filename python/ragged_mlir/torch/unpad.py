@@ -114,9 +114,10 @@ def _val(n: Any) -> Any:
     return n.meta.get("val") if isinstance(n, fx.Node) else n
 
 
-#: The largest integer constant the mask probes outgrow (a probe of
-#: 2 * 4096 + 3 positions holds about 67 M mask entries per item).
-_MAX_PROBE = 4096
+#: The largest integer constant the mask probes outgrow: a probe of
+#: 2 * 2048 + 3 positions holds about 17 M mask entries per item. A mask
+#: computed with a larger one (a window of 4096 positions) is refused.
+_MAX_PROBE = 2048
 
 
 def _int_constants(nodes: set[fx.Node]) -> list[int]:
