@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets everything up (build_tools/setup.sh with test dependencies) and runs
-# every check: ruff (lint and format), the lit suite (ragged-opt and Python
-# bindings) and pytest (end-to-end numerics on IREE, API errors, the PyTorch
-# integration, samples, the benchmark smoke run), in two pytest workers.
+# every check: ruff (lint and format), clang-format (.clang-format: LLVM),
+# the lit suite (ragged-opt and Python bindings) and pytest (end-to-end
+# numerics on IREE, API errors, the PyTorch integration, samples, the
+# benchmark smoke run), in two pytest workers.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -10,6 +11,7 @@ WITH_TEST_DEPS=1 bash build_tools/setup.sh
 . build_tools/env.sh
 ruff check .
 ruff format --check .
+clang-format --dry-run --Werror $(git ls-files '*.cpp' '*.h')
 lit -sv build/test
 # Two workers, one test file each at a time: a file's tests share its compiled
 # modules and fixtures. RAGGED_TEST_WORKERS=0 runs in this process.

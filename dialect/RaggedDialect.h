@@ -29,7 +29,9 @@ struct WindowDim {
   int64_t kernel, stride, padding, dilation;
   bool ceil = false;
   /// Whether every input extent maps to itself.
-  bool keepsExtent() const { return stride == 1 && 2 * padding == dilation * (kernel - 1); }
+  bool keepsExtent() const {
+    return stride == 1 && 2 * padding == dilation * (kernel - 1);
+  }
 };
 } // namespace mlir::ragged
 

@@ -47,12 +47,13 @@ static LogicalResult verifyValuesType(Operation *op, RaggedTensorType type,
                                       RankedTensorType values) {
   RankedTensorType expected = type.getValuesType();
   if (values.getElementType() != type.getElementType())
-    return op->emitOpError() << "values element type " << values.getElementType()
-                             << " does not match " << type.getElementType();
+    return op->emitOpError()
+           << "values element type " << values.getElementType()
+           << " does not match " << type.getElementType();
   if (values.getRank() != expected.getRank())
     return op->emitOpError() << "values must have rank " << expected.getRank()
-                             << " ([rows, trailing dense dims...]) for "
-                             << type << ", got " << values.getRank();
+                             << " ([rows, trailing dense dims...]) for " << type
+                             << ", got " << values.getRank();
   for (int64_t i = 1; i < expected.getRank(); ++i)
     if (!compatibleExtent(values.getDimSize(i), expected.getDimSize(i)))
       return op->emitOpError()
@@ -65,12 +66,13 @@ static LogicalResult verifyValuesType(Operation *op, RaggedTensorType type,
 static LogicalResult verifyPaddedType(Operation *op, RaggedTensorType type,
                                       RankedTensorType padded) {
   if (padded.getElementType() != type.getElementType())
-    return op->emitOpError() << "padded element type " << padded.getElementType()
-                             << " does not match " << type.getElementType();
+    return op->emitOpError()
+           << "padded element type " << padded.getElementType()
+           << " does not match " << type.getElementType();
   if (padded.getRank() != static_cast<int64_t>(type.getItemRank()) + 1)
-    return op->emitOpError() << "padded tensor must have rank "
-                             << type.getItemRank() + 1 << ", got "
-                             << padded.getRank();
+    return op->emitOpError()
+           << "padded tensor must have rank " << type.getItemRank() + 1
+           << ", got " << padded.getRank();
   if (!compatibleExtent(padded.getDimSize(0), type.getBatch()))
     return op->emitOpError() << "padded batch " << padded.getDimSize(0)
                              << " does not match " << type.getBatch();
@@ -78,9 +80,9 @@ static LogicalResult verifyPaddedType(Operation *op, RaggedTensorType type,
     if (size == RaggedTensorType::kRagged)
       continue;
     if (!compatibleExtent(padded.getDimSize(i + 1), size))
-      return op->emitOpError() << "padded dim " << i + 1 << " is "
-                               << padded.getDimSize(i + 1)
-                               << " but the ragged type has " << size;
+      return op->emitOpError()
+             << "padded dim " << i + 1 << " is " << padded.getDimSize(i + 1)
+             << " but the ragged type has " << size;
   }
   return success();
 }
@@ -173,12 +175,14 @@ LogicalResult MatchOp::verify() {
   // Symbols must correspond one to one, so equal partitions imply equal
   // structure.
   llvm::DenseMap<StringAttr, StringAttr> forward, backward;
-  for (auto [s, r] : llvm::zip_equal(source.getSymbols(), reference.getSymbols()))
+  for (auto [s, r] :
+       llvm::zip_equal(source.getSymbols(), reference.getSymbols()))
     if (forward.try_emplace(s, r).first->second != r ||
         backward.try_emplace(r, s).first->second != s)
       return emitOpError() << "symbols of " << source << " and " << reference
                            << " do not correspond one to one";
-  for (auto [sp, rp] : llvm::zip_equal(source.getParents(), reference.getParents()))
+  for (auto [sp, rp] :
+       llvm::zip_equal(source.getParents(), reference.getParents()))
     if (sp.getValue().empty() != rp.getValue().empty() ||
         (!sp.getValue().empty() && forward.lookup(sp) != rp))
       return emitOpError() << "nesting of " << source << " and " << reference
@@ -189,7 +193,8 @@ LogicalResult MatchOp::verify() {
   if (source.getEncoding() != reference.getEncoding())
     return emitOpError() << "encodings of " << source << " and " << reference
                          << " differ";
-  RaggedTensorType expected = reference.withElementType(source.getElementType());
+  RaggedTensorType expected =
+      reference.withElementType(source.getElementType());
   if (result != expected)
     return emitOpError() << "result must be " << expected << ", got " << result;
   return success();
@@ -207,16 +212,16 @@ static bool isSequence(RaggedTensorType type) {
 
 static LogicalResult requireFloat(Operation *op, RaggedTensorType type) {
   if (!isa<FloatType>(type.getElementType()))
-    return op->emitOpError() << "needs a float element type, got "
-                             << type.getElementType();
+    return op->emitOpError()
+           << "needs a float element type, got " << type.getElementType();
   return success();
 }
 
 static LogicalResult requireSameType(Operation *op, Type expected, Type actual,
                                      StringRef what) {
   if (expected != actual)
-    return op->emitOpError() << what << " must be " << expected << ", got "
-                             << actual;
+    return op->emitOpError()
+           << what << " must be " << expected << ", got " << actual;
   return success();
 }
 
@@ -245,7 +250,8 @@ LogicalResult BinaryOp::verify() {
                            "a ragged rhs (same symbols, so same partitions)");
   auto dense = dyn_cast<RankedTensorType>(rhs);
   if (!dense)
-    return emitOpError() << "rhs must be a ragged or ranked tensor, got " << rhs;
+    return emitOpError() << "rhs must be a ragged or ranked tensor, got "
+                         << rhs;
   if (dense.getElementType() != type.getElementType())
     return emitOpError() << "rhs element type " << dense.getElementType()
                          << " does not match " << type.getElementType();
@@ -256,7 +262,8 @@ LogicalResult BinaryOp::verify() {
                          << trailing.size() << "), so its rank must be at most "
                          << trailing.size() << ", got " << dense.getRank();
   ArrayRef<int64_t> suffix = trailing.take_back(dense.getRank());
-  for (auto [i, pair] : llvm::enumerate(llvm::zip_equal(dense.getShape(), suffix)))
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip_equal(dense.getShape(), suffix)))
     if (!compatibleExtent(std::get<0>(pair), std::get<1>(pair)))
       return emitOpError() << "rhs dim " << i << " is " << std::get<0>(pair)
                            << " but broadcasts against " << std::get<1>(pair);
@@ -293,10 +300,9 @@ Type ReduceOp::inferResultType(RaggedTensorType type) {
     shape.insert(shape.begin(), type.getBatch());
     return RankedTensorType::get(shape, type.getElementType());
   }
-  return RaggedTensorType::get(type.getContext(), type.getBatch(), shape,
-                               type.getSymbols().drop_back(),
-                               type.getParents().drop_back(),
-                               type.getElementType(), type.getEncoding());
+  return RaggedTensorType::get(
+      type.getContext(), type.getBatch(), shape, type.getSymbols().drop_back(),
+      type.getParents().drop_back(), type.getElementType(), type.getEncoding());
 }
 
 LogicalResult ReduceOp::verify() {
@@ -371,10 +377,11 @@ static LogicalResult requireHeads(Operation *op, RaggedTensorType type,
 static RaggedTensorType pairType(RaggedTensorType heads) {
   StringAttr l = heads.getSymbols()[0];
   StringAttr none = StringAttr::get(heads.getContext(), "");
-  return RaggedTensorType::get(
-      heads.getContext(), heads.getBatch(),
-      {RaggedTensorType::kRagged, RaggedTensorType::kRagged, heads.getShape()[1]},
-      {l, l}, {none, none}, heads.getElementType(), heads.getEncoding());
+  return RaggedTensorType::get(heads.getContext(), heads.getBatch(),
+                               {RaggedTensorType::kRagged,
+                                RaggedTensorType::kRagged, heads.getShape()[1]},
+                               {l, l}, {none, none}, heads.getElementType(),
+                               heads.getEncoding());
 }
 
 LogicalResult ScoresOp::verify() {
@@ -397,22 +404,23 @@ LogicalResult ApplyOp::verify() {
 
 /// `[B, L(b), H, 1]`: one value per query row and head of `heads`.
 static RaggedTensorType rowStatType(RaggedTensorType heads) {
-  return RaggedTensorType::get(heads.getContext(), heads.getBatch(),
-                               {RaggedTensorType::kRagged, heads.getShape()[1], 1},
-                               heads.getSymbols(), heads.getParents(),
-                               heads.getElementType(), heads.getEncoding());
+  return RaggedTensorType::get(
+      heads.getContext(), heads.getBatch(),
+      {RaggedTensorType::kRagged, heads.getShape()[1], 1}, heads.getSymbols(),
+      heads.getParents(), heads.getElementType(), heads.getEncoding());
 }
 
 /// A dropout rate in [0, 1), with a seed exactly when it is positive.
-template <typename OpTy>
-static LogicalResult verifyDropout(OpTy op) {
+template <typename OpTy> static LogicalResult verifyDropout(OpTy op) {
   double p = op.getDropout().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
     return op.emitOpError() << "dropout must be in [0, 1), got " << p;
   if (p > 0.0 && !op.getSeed())
-    return op.emitOpError() << "dropout " << p << " needs a seed: dropout(%seed : tensor<i64>)";
+    return op.emitOpError()
+           << "dropout " << p << " needs a seed: dropout(%seed : tensor<i64>)";
   if (p == 0.0 && op.getSeed())
-    return op.emitOpError() << "has a seed but no dropout rate (dropout = p with 0 < p < 1)";
+    return op.emitOpError()
+           << "has a seed but no dropout rate (dropout = p with 0 < p < 1)";
   return success();
 }
 
@@ -422,7 +430,8 @@ LogicalResult AttentionOp::verify() {
   if (failed(requireHeads(*this, q, "query")) || failed(verifyDropout(*this)))
     return failure();
   if (getLse())
-    return requireSameType(*this, rowStatType(q), getLse().getType(), "lse type");
+    return requireSameType(*this, rowStatType(q), getLse().getType(),
+                           "lse type");
   return success();
 }
 
@@ -431,9 +440,11 @@ LogicalResult AttentionGradOp::verify() {
   auto q = cast<RaggedTensorType>(getQuery().getType());
   if (failed(requireHeads(*this, q, "query")) || failed(verifyDropout(*this)))
     return failure();
-  if (getOutput() && failed(requireSameType(*this, q, getOutput().getType(), "output type")))
+  if (getOutput() &&
+      failed(requireSameType(*this, q, getOutput().getType(), "output type")))
     return failure();
-  if (getLse() && failed(requireSameType(*this, rowStatType(q), getLse().getType(), "lse type")))
+  if (getLse() && failed(requireSameType(*this, rowStatType(q),
+                                         getLse().getType(), "lse type")))
     return failure();
   return success();
 }
@@ -453,10 +464,9 @@ LogicalResult GatherOp::verify() {
                          << table.getElementType();
   SmallVector<int64_t> shape(ids.getShape());
   shape.push_back(table.getDimSize(1));
-  auto expected = RaggedTensorType::get(getContext(), ids.getBatch(), shape,
-                                        ids.getSymbols(), ids.getParents(),
-                                        table.getElementType(),
-                                        ids.getEncoding());
+  auto expected = RaggedTensorType::get(
+      getContext(), ids.getBatch(), shape, ids.getSymbols(), ids.getParents(),
+      table.getElementType(), ids.getEncoding());
   return requireSameType(*this, expected, getResult().getType(), "result type");
 }
 
@@ -469,8 +479,8 @@ static LogicalResult verifyResequence(Operation *op, RaggedTensorType a,
   for (RaggedTensorType t : llvm::concat<const RaggedTensorType>(
            ArrayRef<RaggedTensorType>(operands), ArrayRef(result)))
     if (!isSequence(t))
-      return op->emitOpError() << "works on [B, L(b), dense...] tensors, got "
-                               << t;
+      return op->emitOpError()
+             << "works on [B, L(b), dense...] tensors, got " << t;
   if (result.getTrailingDims() != a.getTrailingDims() ||
       result.getElementType() != a.getElementType() ||
       !compatibleExtent(result.getBatch(), a.getBatch()))
@@ -503,7 +513,8 @@ LogicalResult SplitOp::verify() {
   auto tail = cast<RaggedTensorType>(getTail().getType());
   if (head.getSymbols()[0] == tail.getSymbols()[0])
     return emitOpError() << "head and tail need different symbols";
-  if (!compatibleExtent(getLengths().getType().getDimSize(0), source.getBatch()))
+  if (!compatibleExtent(getLengths().getType().getDimSize(0),
+                        source.getBatch()))
     return emitOpError() << "lengths must have one entry per item ("
                          << source.getBatch() << "), got "
                          << getLengths().getType().getDimSize(0);
@@ -528,9 +539,10 @@ LogicalResult FlattenOp::verify() {
   SmallVector<int64_t> shape{RaggedTensorType::kRagged};
   llvm::append_range(shape, source.getTrailingDims());
   StringAttr symbol = result.getSymbols().front();
-  auto expected = RaggedTensorType::get(
-      getContext(), source.getBatch(), shape, {symbol}, {StringAttr::get(getContext(), "")},
-      source.getElementType(), source.getEncoding());
+  auto expected =
+      RaggedTensorType::get(getContext(), source.getBatch(), shape, {symbol},
+                            {StringAttr::get(getContext(), "")},
+                            source.getElementType(), source.getEncoding());
   if (failed(requireSameType(*this, expected, result, "result type")))
     return failure();
   if (llvm::is_contained(source.getSymbols(), symbol))
@@ -548,11 +560,9 @@ static bool isImage(RaggedTensorType type) {
          !ShapedType::isDynamic(type.getShape()[2]);
 }
 
-static std::array<WindowDim, 2> windowDims(ArrayRef<int64_t> kernel,
-                                           ArrayRef<int64_t> strides,
-                                           ArrayRef<int64_t> padding,
-                                           ArrayRef<int64_t> dilation,
-                                           bool ceil) {
+static std::array<WindowDim, 2>
+windowDims(ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+           ArrayRef<int64_t> padding, ArrayRef<int64_t> dilation, bool ceil) {
   std::array<WindowDim, 2> dims;
   for (unsigned i = 0; i < 2; ++i)
     dims[i] = {kernel.size() > i ? kernel[i] : 0,
@@ -567,9 +577,9 @@ static std::array<WindowDim, 2> windowDims(ArrayRef<int64_t> kernel,
 /// symbols are the source's where the window keeps the extent and fresh
 /// otherwise.
 static LogicalResult verifyWindowOp(Operation *op, RaggedTensorType source,
-                                     RaggedTensorType result,
-                                     ArrayRef<WindowDim> dims,
-                                     int64_t channels) {
+                                    RaggedTensorType result,
+                                    ArrayRef<WindowDim> dims,
+                                    int64_t channels) {
   for (RaggedTensorType t : {source, result})
     if (!isImage(t))
       return op->emitOpError()
@@ -580,8 +590,7 @@ static LogicalResult verifyWindowOp(Operation *op, RaggedTensorType source,
     return failure();
   static const char *names[] = {"H", "W"};
   for (auto [i, dim] : llvm::enumerate(dims)) {
-    if (dim.kernel < 1 || dim.stride < 1 || dim.dilation < 1 ||
-        dim.padding < 0)
+    if (dim.kernel < 1 || dim.stride < 1 || dim.dilation < 1 || dim.padding < 0)
       return op->emitOpError()
              << "window along " << names[i] << ": kernel " << dim.kernel
              << ", stride " << dim.stride << " and dilation " << dim.dilation
@@ -614,9 +623,9 @@ static LogicalResult verifyWindowOp(Operation *op, RaggedTensorType source,
                     dims[0].padding == dims[1].padding &&
                     dims[0].dilation == dims[1].dilation;
   if (out[0] == out[1] && (in[0] != in[1] || !sameWindow))
-    return op->emitOpError() << "the result's dims have one symbol '"
-                             << out[0].getValue()
-                             << "' but their extents may differ";
+    return op->emitOpError()
+           << "the result's dims have one symbol '" << out[0].getValue()
+           << "' but their extents may differ";
   return success();
 }
 
@@ -653,14 +662,14 @@ LogicalResult Conv2dOp::verify() {
   if (isImage(source) && weight.getDimSize(2) * groups != source.getShape()[2])
     return emitOpError() << "weight has " << weight.getDimSize(2)
                          << " input channels per group, times " << groups
-                         << " groups; the source has "
-                         << source.getShape()[2];
+                         << " groups; the source has " << source.getShape()[2];
   if (getBias()) {
     auto bias = getBias().getType();
     if (bias.getElementType() != source.getElementType() ||
         bias.getDimSize(0) != cout)
       return emitOpError() << "bias must be "
-                           << RankedTensorType::get({cout}, source.getElementType())
+                           << RankedTensorType::get({cout},
+                                                    source.getElementType())
                            << ", got " << bias;
   }
   return verifyWindowOp(*this, source, result, getWindowDims(), cout);
@@ -683,13 +692,13 @@ LogicalResult Pool2dOp::verify() {
                            << attr.size();
   if (getCountIncludePad() && getKind() != ReduceKind::mean)
     return emitOpError() << "count_include_pad applies to <mean> only";
-  if (getKind() == ReduceKind::mean && llvm::any_of(getDilation(), [](int64_t d) { return d != 1; }))
+  if (getKind() == ReduceKind::mean &&
+      llvm::any_of(getDilation(), [](int64_t d) { return d != 1; }))
     return emitOpError() << "<mean> pooling has no dilation";
   for (WindowDim dim : getWindowDims())
     if (2 * dim.padding > dim.kernel)
       return emitOpError() << "padding " << dim.padding
-                           << " must be at most half the kernel "
-                           << dim.kernel;
+                           << " must be at most half the kernel " << dim.kernel;
   return verifyWindowOp(*this, source, result, getWindowDims(),
                         source.getItemRank() == 3 ? source.getShape()[2] : 0);
 }

@@ -69,7 +69,8 @@ Type RaggedTensorType::parse(AsmParser &parser) {
       if (failed(*intResult))
         return {};
       if (size < 0) {
-        parser.emitError(sizeLoc, "dense dims must be non-negative or '?', got ")
+        parser.emitError(sizeLoc,
+                         "dense dims must be non-negative or '?', got ")
             << size;
         return {};
       }
@@ -133,12 +134,10 @@ void RaggedTensorType::print(AsmPrinter &printer) const {
 // Verification
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-RaggedTensorType::verify(function_ref<InFlightDiagnostic()> emitError,
-                         int64_t batch, ArrayRef<int64_t> shape,
-                         ArrayRef<StringAttr> symbols,
-                         ArrayRef<StringAttr> parents, Type elementType,
-                         Encoding encoding) {
+LogicalResult RaggedTensorType::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t batch,
+    ArrayRef<int64_t> shape, ArrayRef<StringAttr> symbols,
+    ArrayRef<StringAttr> parents, Type elementType, Encoding encoding) {
   if (batch < 0 && !ShapedType::isDynamic(batch))
     return emitError() << "batch size must be non-negative or '?', got "
                        << batch;
@@ -210,8 +209,7 @@ RankedTensorType RaggedTensorType::getValuesType() const {
   return RankedTensorType::get(shape, getElementType());
 }
 
-RankedTensorType
-RaggedTensorType::getPartitionType(StringAttr symbol) const {
+RankedTensorType RaggedTensorType::getPartitionType(StringAttr symbol) const {
   // n + 1 offsets, or n lengths, for the n outer items.
   int64_t size = ShapedType::kDynamic;
   if (!getParent(symbol) && !ShapedType::isDynamic(getBatch()))

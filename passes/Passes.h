@@ -75,8 +75,8 @@ void populateRaggedComputeToLinalgPatterns(
 /// heads and head size by length buckets on a static ladder, on IREE's fused
 /// attention, or with materialised scores on buckets of 32 to
 /// `scoresMaxRows` rows whose scores fit (see kDefaultScoresMaxRows).
-void populateRaggedAttentionToIreePatterns(RewritePatternSet &patterns,
-                                           int64_t scoresMaxRows = kDefaultScoresMaxRows);
+void populateRaggedAttentionToIreePatterns(
+    RewritePatternSet &patterns, int64_t scoresMaxRows = kDefaultScoresMaxRows);
 
 /// Patterns expanding f64 `math.tanh` and `math.erf` into f64 `exp`, `log`
 /// and arithmetic, to a few ulps (`ragged-expand-math`).
@@ -124,7 +124,7 @@ constexpr llvm::StringLiteral kNoDataTilingAttr = "ragged.no_data_tiling";
 
 /// The unit attribute convert-ragged-to-linalg puts on a generic over
 /// (rows or row tiles, trailing dims) that reads packed rows through a
-/// per-row index: segment tile generics (compute/SegmentTiles.h), the
+/// per-row index: segment tile generics (SegmentTiles.h), the
 /// softmax output, segment broadcasts. ragged-cpu-whole-rows gives such a
 /// generic IREE CPU tile sizes that keep its rows whole.
 constexpr llvm::StringLiteral kWholeRowsAttr = "ragged.whole_rows";

@@ -39,10 +39,11 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
       llvm::cl::init(ragged::kDefaultScoresMaxRows)};
   Option<bool> cpuTiles{
       *this, "cpu-tiles",
-      llvm::cl::desc("Run ragged-cpu-whole-rows and ragged-cpu-attention-tiles "
-                     "last: IREE CPU workgroups of whole rows for generics over "
-                     "packed rows, whole heads for the fused attention (needs "
-                     "unregistered dialects allowed; CPU targets only)"),
+      llvm::cl::desc(
+          "Run ragged-cpu-whole-rows and ragged-cpu-attention-tiles "
+          "last: IREE CPU workgroups of whole rows for generics over "
+          "packed rows, whole heads for the fused attention (needs "
+          "unregistered dialects allowed; CPU targets only)"),
       llvm::cl::init(true)};
   Option<int64_t> cpuVectorBytes{
       *this, "cpu-vector-bytes",
@@ -77,7 +78,8 @@ void mlir::ragged::registerRaggedPipelines() {
         pm.addPass(createExpandMathPass());
         pm.addPass(createCanonicalizerPass());
         pm.addPass(createCSEPass());
-        // After canonicalization, which makes the sizes of an all-empty batch static.
+        // After canonicalization, which makes the sizes of an all-empty batch
+        // static.
         pm.addPass(createFoldEmptyTensorsPass());
         pm.addPass(createFillSplatsPass());
         pm.addPass(createGuardInPlaceUpdatesPass());

@@ -12,7 +12,9 @@
 namespace nb = nanobind;
 using namespace mlir::python::nanobind_adaptors;
 
-static std::string str(MlirStringRef s) { return std::string(s.data, s.length); }
+static std::string str(MlirStringRef s) {
+  return std::string(s.data, s.length);
+}
 
 NB_MODULE(_raggedDialects, m) {
   auto ragged = m.def_submodule("ragged");
@@ -69,7 +71,8 @@ NB_MODULE(_raggedDialects, m) {
           "symbols",
           [](MlirType t) {
             std::vector<std::string> out;
-            for (intptr_t i = 0, e = raggedTensorTypeGetNumRaggedDims(t); i < e; ++i)
+            for (intptr_t i = 0, e = raggedTensorTypeGetNumRaggedDims(t); i < e;
+                 ++i)
               out.push_back(str(raggedTensorTypeGetSymbol(t, i)));
             return out;
           })
@@ -77,7 +80,8 @@ NB_MODULE(_raggedDialects, m) {
           "parents",
           [](MlirType t) {
             std::vector<std::string> out;
-            for (intptr_t i = 0, e = raggedTensorTypeGetNumRaggedDims(t); i < e; ++i)
+            for (intptr_t i = 0, e = raggedTensorTypeGetNumRaggedDims(t); i < e;
+                 ++i)
               out.push_back(str(raggedTensorTypeGetParent(t, i)));
             return out;
           })

@@ -14,6 +14,8 @@ config.test_exec_root = os.path.join(config.mlir_obj_dir, "test")
 config.substitutions.append(("%PYTHON", config.python_executable))
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
+# A name captured under one CHECK-LABEL is not visible under the next.
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 
 tool_dirs = [config.ragged_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["ragged-opt"], tool_dirs)

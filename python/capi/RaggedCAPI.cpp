@@ -39,14 +39,11 @@ MlirTypeID raggedTensorTypeGetTypeID(void) {
   return wrap(TypeID::get<RaggedTensorType>());
 }
 
-MlirType raggedTensorTypeGetChecked(MlirContext context, int64_t batch,
-                                    intptr_t rank, const int64_t *shape,
-                                    intptr_t numRagged,
-                                    const MlirStringRef *symbols,
-                                    const MlirStringRef *parents,
-                                    MlirType elementType, int32_t encoding,
-                                    MlirStringCallback onError,
-                                    void *userData) {
+MlirType raggedTensorTypeGetChecked(
+    MlirContext context, int64_t batch, intptr_t rank, const int64_t *shape,
+    intptr_t numRagged, const MlirStringRef *symbols,
+    const MlirStringRef *parents, MlirType elementType, int32_t encoding,
+    MlirStringCallback onError, void *userData) {
   MLIRContext *ctx = unwrap(context);
   auto fail = [&](const std::string &message) {
     onError(wrap(StringRef(message)), userData);
