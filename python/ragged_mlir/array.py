@@ -58,7 +58,7 @@ def check_offsets(name: str, offsets, rows: int | None = None) -> np.ndarray:
 
 def _concatenate(items: list, trailing: tuple, dtype) -> np.ndarray:
     """Concatenates rows into a 64-byte-aligned array, which a CPU device can
-    then use in place (see compiler.HostImporter)."""
+    then use in place (see compiler.runtime.HostImporter)."""
     rows = sum(x.shape[0] for x in items)
     dtype = np.dtype(dtype)
     raw = np.empty(rows * int(np.prod(trailing, dtype=np.int64)) * dtype.itemsize + 64, np.uint8)

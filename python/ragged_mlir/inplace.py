@@ -1,7 +1,7 @@
 """Which arguments of a lowered module IREE may write in place.
 
 On CPU devices the runtime hands arrays to IREE without copying them
-(:class:`~ragged_mlir.compiler.HostImporter`). IREE ties an op's destination
+(:class:`~ragged_mlir.compiler.runtime.HostImporter`). IREE ties an op's destination
 to its buffer when the destination is a function argument: a scatter into an
 argument, or an insert into it, writes into the caller's array
 (iree-org/iree#16168), even through a copy, which IREE folds away. The

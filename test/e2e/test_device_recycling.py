@@ -1,5 +1,5 @@
 """Modules on IREE's `local-task` device move to a fresh device once the
-process has grown too far on one (compiler._Devices): IREE 3.13 keeps the
+process has grown too far on one (compiler.runtime._Devices): IREE 3.13 keeps the
 slabs of a call's transient memory until its device is destroyed, and a
 six-layer training backward took new ones on every call. The growth is
 simulated here; the results must not change, results of calls on the
@@ -16,7 +16,7 @@ import weakref
 import numpy as np
 
 import ragged_mlir
-import ragged_mlir.compiler as C
+import ragged_mlir.compiler.runtime as C
 from ragged_mlir import RaggedArray
 from ragged_mlir.builders import Program, ragged, tensor
 

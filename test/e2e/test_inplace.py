@@ -15,7 +15,7 @@ import pytest
 
 import ragged_mlir
 from ragged_mlir import CompileOptions, ir
-from ragged_mlir.compiler import HostImporter
+from ragged_mlir.compiler.runtime import HostImporter
 from ragged_mlir.inplace import written_arguments
 
 F64 = np.float64

@@ -758,11 +758,11 @@ def test_fused_attention_on_a_named_cpu(rng, ragged, heads, d):
     vector sizes"). The AVX2 code runs on any x86-64 host with AVX2."""
     import ragged_mlir
 
-    if "avx2" not in ragged_mlir.compiler._host_cpu_flags():
+    if "avx2" not in ragged_mlir.compiler.options._host_cpu_flags():
         pytest.skip("runs AVX2 code")
     flags = ["--iree-llvmcpu-target-cpu=haswell", "--iree-llvmcpu-vector-pproc-strategy=peel"]
     options = ragged_mlir.CompileOptions(iree_attention=True, iree_flags=flags)
-    assert "cpu-vector-bytes=16" in options.pipeline
+    assert "cpu-vector-bytes=16 " in options.pipeline
     module = ragged_mlir.compile(_attn_lowering_module(heads, d), options=options)
     lengths = [16, 17, 0, 1, 49, 129, 0, 200]
     q, qs = ragged(rng, lengths, (heads, d), -2, 2)

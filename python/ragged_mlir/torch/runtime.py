@@ -1,7 +1,7 @@
 """Calling a compiled graph: torch arguments in, torch results out.
 
 Tensors cross to IREE without a copy on CPU (see
-:class:`ragged_mlir.compiler.HostImporter`); sizes the graph computes on the
+:class:`ragged_mlir.compiler.runtime.HostImporter`); sizes the graph computes on the
 host are evaluated from the arguments (:class:`~.graph.SymbolTable`);
 outputs that are inputs, sizes or constants never touch the device.
 """
