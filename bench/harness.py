@@ -410,7 +410,7 @@ class Workloads:
 
     def minilm(self):
         if self._minilm is None:
-            from ragged_mlir.torch.bert import load_minilm
+            from ragged_bert import load_minilm
 
             model, tokenize = load_minilm()
             p = {k: t.detach() for k, t in model.bert.state_dict().items()}

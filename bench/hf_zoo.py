@@ -88,9 +88,8 @@ def main() -> None:
         arch = ARCHITECTURES[name]
         attention = arch.attention[0]
         if name == "bert" and size is MINILM:
+            from ragged_bert import minilm_path
             from transformers import BertModel
-
-            from ragged_mlir.torch.bert import minilm_path
 
             model = BertModel.from_pretrained(minilm_path(), attn_implementation="sdpa").eval()
         else:

@@ -13,7 +13,7 @@ positions against padded eager):
   ragged_unpadded  torch.compile(model, backend="ragged", dynamic=True,
                    options={"unpad": True}): the same call, run on the
                    valid tokens only
-  ragged_nested    ragged_mlir.torch.bert's RaggedBertModel with the same
+  ragged_nested    samples/ragged_bert.py's RaggedBertModel with the same
                    weights on NestedTensors (the model rewritten by hand),
                    under backend="ragged"
 
@@ -56,11 +56,11 @@ def main() -> None:
 
     rt.flags.parse_flags(f"--task_topology_max_group_count={args.threads}")
 
+    from ragged_bert import load_minilm, minilm_path
     from transformers import BertModel
 
     import ragged_mlir.torch.backend as rb
     from ragged_mlir.torch import NestedTensor
-    from ragged_mlir.torch.bert import load_minilm, minilm_path
 
     hf = BertModel.from_pretrained(minilm_path(), attn_implementation="sdpa").eval()
     nested_model = load_minilm()[0].bert

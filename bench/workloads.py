@@ -78,8 +78,9 @@ except Exception as e:  # pragma: no cover - depends on the environment
     DanlingNT = None
     DANLING_REASON = f"not installed ({type(e).__name__}: {e})"
 
+from ragged_bert import BertConfig, RaggedBertModel  # noqa: E402
+
 from ragged_mlir.torch import NestedTensor  # noqa: E402
-from ragged_mlir.torch.bert import BertConfig, RaggedBertModel  # noqa: E402
 
 
 @dataclasses.dataclass

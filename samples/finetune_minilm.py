@@ -46,9 +46,9 @@ from torch import nn  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from minilm_embeddings import nested_encoder, padded_encoder  # noqa: E402
+from ragged_bert import load_minilm  # noqa: E402
 
 from ragged_mlir.torch import NestedTensor  # noqa: E402
-from ragged_mlir.torch.bert import load_minilm  # noqa: E402
 
 #: Topics and the standard library modules whose docstrings make them.
 TOPICS = {

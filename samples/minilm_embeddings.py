@@ -18,8 +18,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-
-from ragged_mlir.torch.bert import load_minilm, minilm_path
+from ragged_bert import load_minilm, minilm_path
 
 torch.set_num_threads(2)
 

@@ -23,9 +23,8 @@ import time
 import torch
 import torch.nn.functional as F
 from minilm_embeddings import stdlib_sentences
+from ragged_bert import minilm_path
 from transformers import AutoTokenizer, BertModel
-
-from ragged_mlir.torch.bert import minilm_path
 
 torch.set_num_threads(2)
 

@@ -252,8 +252,8 @@ def _captured(directory: Path) -> list[Graph]:
     """The graphs a torch run left in ``directory``, as the backend
     compiled them (``compile_fx_graph``): its CompileOptions rebuilt and
     checked against the flags and pipeline it wrote."""
-    from ragged_mlir.torch.backend import _TRAINING_CPU_FLAGS
-    from ragged_mlir.torch.emit import PASSTHROUGH_DIALECTS
+    from ragged_mlir.torch.backend.compile import _TRAINING_CPU_FLAGS
+    from ragged_mlir.torch.backend.emit import PASSTHROUGH_DIALECTS
 
     graphs = []
     for graph_dir in sorted(directory.glob("graph-*")):

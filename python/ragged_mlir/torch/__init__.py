@@ -1,18 +1,35 @@
-"""PyTorch integration: ragged custom ops, NestedTensor and the
-``torch.compile(backend="ragged")`` backend. Needs ``torch`` (the core
-ragged_mlir package does not)."""
+"""PyTorch integration. Needs ``torch`` (the core ragged_mlir package does not).
+
+- :mod:`.nested`: ``NestedTensor``, a batch of tensors of different shapes
+  stored packed, and its torch function table (no MLIR: importing it loads
+  no compiler);
+- :mod:`.ops`: the ``torch.ops.ragged.*`` custom ops the two share, with
+  their fake and reference implementations and gradients;
+- :mod:`.backend`: ``torch.compile(model, backend="ragged")``;
+- :mod:`.rewrites`: the FX graph rewrites the backend applies first
+  (unpadding, NJT patterns, torch-mlir workarounds).
+"""
 
 from . import ops
-from .backend import RaggedBackendOptions, ragged_backend
+from .nested import NestedTensor
 
-__all__ = ["RaggedBackendOptions", "ops", "ragged_backend"]
+__all__ = ["NestedTensor", "RaggedBackendOptions", "ops", "ragged_backend"]
 
-try:
-    from .nested import NestedTensor  # noqa: F401
 
-    __all__.append("NestedTensor")
-except ImportError:  # pragma: no cover - nested.py is optional while being built
-    pass
+def ragged_backend(gm, example_inputs, options: dict | None = None):
+    """``torch.compile(..., backend="ragged")``: see :mod:`.backend` (loaded
+    on first use, with the MLIR bindings and torch-mlir)."""
+    from .backend import ragged_backend as backend
+
+    return backend(gm, example_inputs, options)
+
+
+def __getattr__(name: str):
+    if name == "RaggedBackendOptions":
+        from .backend import RaggedBackendOptions
+
+        return RaggedBackendOptions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _register() -> None:

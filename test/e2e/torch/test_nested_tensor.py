@@ -28,8 +28,8 @@ torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from ragged_mlir.torch import nested_sdpa  # noqa: E402
 from ragged_mlir.torch.nested import NestedTensor  # noqa: E402
+from ragged_mlir.torch.nested import sdpa as nested_sdpa  # noqa: E402
 
 D = 8
 ELEM = dict(rtol=1e-5, atol=1e-5)

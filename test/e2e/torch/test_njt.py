@@ -1,5 +1,5 @@
 """PyTorch jagged NestedTensors (NJT) under ``torch.compile``:
-``ragged_mlir.torch.njt_patterns.rewrite_njt_patterns``.
+``ragged_mlir.torch.rewrites.njt_patterns.rewrite_njt_patterns``.
 
 Each model takes an NJT (``torch.nested.nested_tensor(..., layout=torch.jagged)``)
 and is compiled with a test backend (AOTAutograd) that applies
@@ -41,7 +41,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch._dynamo.backends.common import aot_autograd  # noqa: E402
 
-from ragged_mlir.torch.njt_patterns import capture_njt_sdpa, rewrite_njt_patterns  # noqa: E402
+from ragged_mlir.torch.rewrites.njt_patterns import capture_njt_sdpa, rewrite_njt_patterns  # noqa: E402
 
 D = 8
 H, HD = 2, 4  # heads, head dim: H * HD == D

@@ -1,6 +1,6 @@
 """docs/torch.md lists what is supported from the code's own tables; this
 test fails when the list is out of date (fix:
-``python -m ragged_mlir.torch.support --write docs/torch.md``)."""
+``python -m ragged_mlir.torch.backend.support --write docs/torch.md``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ragged_mlir.torch import support  # noqa: E402
+from ragged_mlir.torch.backend import support  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "torch.md"
 
@@ -18,7 +18,7 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "torch.md"
 def test_generated_support_section_is_current():
     text = DOC.read_text()
     assert support.update(text) == text, (
-        "docs/torch.md is stale: python -m ragged_mlir.torch.support --write docs/torch.md"
+        "docs/torch.md is stale: python -m ragged_mlir.torch.backend.support --write docs/torch.md"
     )
 
 

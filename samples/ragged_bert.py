@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .nested import NestedTensor
+from ragged_mlir.torch import NestedTensor
 
 __all__ = ["BertConfig", "RaggedBertModel", "SentenceEncoder", "load_minilm", "minilm_path"]
 

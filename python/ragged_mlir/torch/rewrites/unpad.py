@@ -58,7 +58,7 @@ import torch
 import torch.fx as fx
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from .. import ops  # noqa: F401  (registers torch.ops.ragged.*)
 from .masked_rows import attn_mask
 from .reshapes import _expr, _groups
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .nested_tensor import NestedTensor, _is_compiling
+from .tensor import NestedTensor, _is_compiling
 
 __all__ = ["getitem", "setitem"]
 

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .nested_tensor import NestedTensor, _is_compiling
+from .tensor import NestedTensor, _is_compiling
 
 __all__ = ["mha_handler", "sdpa_handler"]
 

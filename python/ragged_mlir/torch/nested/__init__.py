@@ -25,8 +25,8 @@ The pieces: :mod:`.nested_tensor` (the class and its layout),
 
 from __future__ import annotations
 
-from .nested_ops import CATEGORIES, FUNCTIONS, NestedFunction, supported_functions
-from .nested_tensor import NestedBroadcastError, NestedTensor
+from .functions import CATEGORIES, FUNCTIONS, NestedFunction, supported_functions
+from .tensor import NestedBroadcastError, NestedTensor
 
 __all__ = [
     "CATEGORIES",

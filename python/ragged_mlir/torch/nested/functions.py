@@ -40,8 +40,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import ops as _ops
-from .nested_tensor import NestedTensor, _is_compiling, _norm_dim, _prod
+from .. import ops as _ops
+from .tensor import NestedTensor, _is_compiling, _norm_dim, _prod
 
 __all__ = ["CATEGORIES", "FUNCTIONS", "NestedFunction", "function_name", "supported_functions"]
 
@@ -2093,7 +2093,7 @@ _register([torch.equal, torch.Tensor.equal], "predicate", _equal)
 _register([torch.allclose, torch.Tensor.allclose], "predicate", _allclose)
 
 # The attention functions (their own module) and Tensor methods generated from the table.
-from . import nested_sdpa as _nested_sdpa  # noqa: E402
+from . import sdpa as _nested_sdpa  # noqa: E402
 
 _register(
     [F.scaled_dot_product_attention],

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .graph import Plan, value_of
+from .plan import Plan, value_of
 
 __all__ = ["CompiledGraph"]
 

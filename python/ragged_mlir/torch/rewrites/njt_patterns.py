@@ -79,8 +79,8 @@ import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_map
 
-from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
-from .graph import bound_args
+from .. import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from ..backend.plan import bound_args
 
 __all__ = ["rewrite_njt_patterns", "capture_njt_sdpa"]
 

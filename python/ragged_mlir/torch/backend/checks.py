@@ -9,7 +9,7 @@ model returned garbage rows, or the process died. :func:`check_indices`
 puts a check before each such op of a graph, and the call fails with a
 message naming the op, the dim and its size. ``index_put`` and
 ``index_add`` are emitted with their checks built in
-(:mod:`ragged_mlir.torch.emit`).
+(:mod:`ragged_mlir.torch.backend.emit`).
 
 Eager raises for an integer division by zero too; IREE divides by
 ``select(d == 0, 1, d)`` instead (``ragged-guard-integer-division``), so
@@ -25,7 +25,7 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from .graph import call_with_val as _add
+from .plan import call_with_val as _add
 
 __all__ = ["check_divisors", "check_indices"]
 

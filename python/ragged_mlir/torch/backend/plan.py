@@ -6,7 +6,7 @@ A forward (or backward, or inference) graph mixes three kinds of nodes:
   become *dense pieces*, each imported by torch-mlir as one function.
 * **emitted nodes**: ``torch.ops.ragged.*`` calls, emitted as ragged-dialect
   ops, and reshapes whose grouping of dynamic dims torch-mlir cannot see,
-  emitted as tensor ops (see :mod:`ragged_mlir.torch.emit`).
+  emitted as tensor ops (see :mod:`ragged_mlir.torch.backend.emit`).
 * **host nodes**: integer, float and bool arithmetic on sizes (``sym_size``,
   ``s0 + 1``, ``sym_max``...) and assertions on them. Their values are
   symbolic expressions over the graph's input sizes and SymInt inputs, so the
@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from .reshapes import static_view_sizes
+from ..rewrites.reshapes import static_view_sizes
 
 __all__ = [
     "DTYPES",

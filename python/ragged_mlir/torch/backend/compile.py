@@ -32,29 +32,21 @@ import torch
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._guards import TracingContext
 
-from . import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from .. import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from ..rewrites.decompositions import count_dims_from_the_front, decompose, imports_wrong
+from ..rewrites.gelu import exact_gelu
+from ..rewrites.masked_rows import guard_masked_rows
+from ..rewrites.njt_patterns import rewrite_njt_patterns
+from ..rewrites.reshapes import reshape_groups
+from ..rewrites.unpad import log as unpad_log
+from ..rewrites.unpad import unpad_graph
+from ..rewrites.widen import widen_low_precision, widen_uint8
+from . import lowerings  # noqa: F401  (fills the registry)
 from .checks import check_divisors, check_indices
-from .emit import (
-    LOWERINGS,
-    PASSTHROUGH_DIALECTS,
-    ImportFailed,
-    build_module,
-    count_dims_from_the_front,
-    decompose,
-    describe_steps,
-    emits,
-    empty_result,
-    imports_wrong,
-)
-from .gelu import exact_gelu
-from .graph import Unsupported, plan_graph
-from .masked_rows import guard_masked_rows
-from .njt_patterns import rewrite_njt_patterns
-from .reshapes import reshape_groups
+from .emit import PASSTHROUGH_DIALECTS, ImportFailed, build_module, describe_steps
+from .plan import Unsupported, plan_graph
+from .registry import LOWERINGS, emits, empty_result
 from .runtime import CompiledGraph
-from .unpad import log as unpad_log
-from .unpad import unpad_graph
-from .widen import widen_low_precision, widen_uint8
 
 __all__ = [
     "BackendRefused",
@@ -120,7 +112,7 @@ class RaggedBackendOptions:
             env = os.environ.get("RAGGED_FALLBACK", "").strip().lower()
             self.fallback = env not in ("0", "false", "no", "off")
         if self.cpu is not None:
-            from ..compiler import CompileOptions
+            from ...compiler import CompileOptions
 
             # An unknown CPU is an error now, naming `cpu`, not at a graph's compile.
             CompileOptions(target=self.target, cpu=self.cpu, iree_flags=list(self.iree_flags))
@@ -166,7 +158,7 @@ def _is_emitted(node: torch.fx.Node) -> bool:
 def _build(gm: torch.fx.GraphModule):
     """The plan of ``gm``, and when it needs the device, its module's text and
     torch-mlir's text of each dense piece."""
-    from .. import ir
+    from ... import ir
 
     plan = plan_graph(gm, _is_emitted)
     if not plan.needs_device:
@@ -201,8 +193,8 @@ def compile_fx_graph(
     ``options.freeze_parameters``, the ``static`` inputs (parameters and
     buffers) that are non-empty, statically shaped tensors become IREE
     parameters."""
-    from .. import compile as ragged_compile
-    from ..compiler import CompileError, CompileOptions, parameter_key
+    from ... import compile as ragged_compile
+    from ...compiler import CompileError, CompileOptions, parameter_key
 
     for node in gm.graph.nodes:
         if (

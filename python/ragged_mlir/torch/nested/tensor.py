@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from . import ops as _ops  # registers torch.ops.ragged.*
+from .. import ops as _ops  # registers torch.ops.ragged.*
 
 __all__ = ["NestedTensor", "NestedBroadcastError"]
 
@@ -2028,5 +2028,5 @@ def _pack(items: list[torch.Tensor], ragged_dims: Any, dtype: Any, device: Any):
 torch.serialization.add_safe_globals([NestedTensor])
 
 # The function table and the indexing rules need the class: imported last.
-from . import nested_indexing as _indexing  # noqa: E402
-from . import nested_ops as _functions  # noqa: E402
+from . import functions as _functions  # noqa: E402
+from . import indexing as _indexing  # noqa: E402

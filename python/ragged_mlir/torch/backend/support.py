@@ -2,7 +2,7 @@
 
 ``docs/torch.md`` holds the output of :func:`support_markdown` between two
 markers; a test checks that it is current, and
-``python -m ragged_mlir.torch.support --write docs/torch.md`` rewrites it.
+``python -m ragged_mlir.torch.backend.support --write docs/torch.md`` rewrites it.
 The sources are the ones the code dispatches on: NestedTensor's function
 table (:data:`~.nested_ops.FUNCTIONS`), the backend's lowerings of the
 ragged custom ops (:data:`~.emit.LOWERINGS`) and the element types that
@@ -15,13 +15,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from .emit import LOWERINGS, PASSTHROUGH_DIALECTS
-from .graph import DTYPES
-from .nested_ops import CATEGORIES, supported_functions
+from ..nested.functions import CATEGORIES, supported_functions
+from . import lowerings  # noqa: F401  (fills the registry)
+from .emit import PASSTHROUGH_DIALECTS
+from .plan import DTYPES
+from .registry import LOWERINGS
 
 __all__ = ["BEGIN", "END", "support_markdown", "update"]
 
-BEGIN = "<!-- BEGIN GENERATED: python -m ragged_mlir.torch.support --write docs/torch.md -->"
+BEGIN = "<!-- BEGIN GENERATED: python -m ragged_mlir.torch.backend.support --write docs/torch.md -->"
 END = "<!-- END GENERATED -->"
 
 
