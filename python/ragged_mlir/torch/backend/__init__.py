@@ -13,10 +13,10 @@
 The graph rewrites that run before planning are in :mod:`..rewrites`.
 """
 
+from ..graphs import Unsupported
 from .compile import (
     BackendRefused,
     RaggedBackendOptions,
-    Unsupported,
     compile_fx_graph,
     fallback_reasons,
     ragged_backend,

@@ -25,7 +25,7 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from .plan import call_with_val as _add
+from ..graphs import call_with_val as _add
 
 __all__ = ["check_divisors", "check_indices"]
 

@@ -33,6 +33,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 from torch._guards import TracingContext
 
 from .. import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from ..graphs import Unsupported
 from ..rewrites.decompositions import count_dims_from_the_front, decompose, imports_wrong
 from ..rewrites.gelu import exact_gelu
 from ..rewrites.masked_rows import guard_masked_rows
@@ -44,7 +45,7 @@ from ..rewrites.widen import widen_low_precision, widen_uint8
 from . import lowerings  # noqa: F401  (fills the registry)
 from .checks import check_divisors, check_indices
 from .emit import PASSTHROUGH_DIALECTS, ImportFailed, build_module, describe_steps
-from .plan import Unsupported, plan_graph
+from .plan import plan_graph
 from .registry import LOWERINGS, emits, empty_result
 from .runtime import CompiledGraph
 

@@ -29,8 +29,9 @@ from ... import ir
 from ...dialects import arith, func, tensor
 from ...dialects import ragged as rd
 from .. import ops  # noqa: F401  (registers torch.ops.ragged.*)
+from ..graphs import Unsupported, describe, value_of
 from ..rewrites.reshapes import reshape_groups
-from .plan import DTYPES, DensePiece, OpStep, Plan, Unsupported, describe, value_of
+from .plan import DTYPES, DensePiece, OpStep, Plan
 from .registry import LOWERINGS, empty_result
 
 __all__ = [

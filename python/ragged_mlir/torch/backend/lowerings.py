@@ -16,6 +16,7 @@ from ...builders import window_dims, windows
 from ...dialects import arith, tensor
 from ...dialects import math as mmath
 from ...dialects import ragged as rd
+from ..graphs import Unsupported, value_of
 from .emit import (
     Emitter,
     _broadcast_to,
@@ -35,7 +36,6 @@ from .emit import (
     tensor_type,
     value_type,
 )
-from .plan import Unsupported, value_of
 from .registry import lowering
 
 

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .plan import Plan, value_of
+from ..graphs import value_of
+from .plan import Plan
 
 __all__ = ["CompiledGraph"]
 

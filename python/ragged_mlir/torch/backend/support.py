@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..nested.functions import CATEGORIES, supported_functions
+from ..nested.registry import CATEGORIES, supported_functions
 from . import lowerings  # noqa: F401  (fills the registry)
 from .emit import PASSTHROUGH_DIALECTS
 from .plan import DTYPES

@@ -17,16 +17,30 @@ its functions never pad to compute: under ``torch.compile`` Dynamo traces
 through it, and the functions over a ragged dim become ``torch.ops.ragged.*``
 nodes that the ``ragged`` backend lowers to the ragged dialect.
 
-The pieces: :mod:`.nested_tensor` (the class and its layout),
-:mod:`.nested_ops` (the torch function table, :data:`FUNCTIONS`),
-:mod:`.nested_indexing` (indexing and assignment) and :mod:`.nested_sdpa`
-(attention). See ``docs/nested_tensor.md``.
+The pieces: :mod:`.tensor` (the class and its layout), :mod:`.registry`
+(the torch function table, :data:`FUNCTIONS`, which imports no class), the
+op families that fill it (:mod:`.pointwise`, :mod:`.reductions`,
+:mod:`.dims`, :mod:`.per_item`, :mod:`.images`, :mod:`.weights`,
+:mod:`.batch`, :mod:`.predicates`, :mod:`.sdpa`; shared helpers in
+:mod:`.common`) and :mod:`.indexing` (indexing and assignment). See
+``docs/nested_tensor.md``.
 """
 
 from __future__ import annotations
 
-from .functions import CATEGORIES, FUNCTIONS, NestedFunction, supported_functions
-from .tensor import NestedBroadcastError, NestedTensor
+from .layout import NestedBroadcastError
+from .tensor import NestedTensor
+
+# The op families register their handlers in this order (the first
+# registration of a callable wins), then the table gives the class its
+# Tensor methods.
+# isort: off
+from . import pointwise, reductions, dims, per_item, images, weights, batch, predicates, sdpa  # noqa: E402, F401
+
+# isort: on
+from .registry import CATEGORIES, FUNCTIONS, NestedFunction, finalize, supported_functions  # noqa: E402
+
+finalize(NestedTensor)
 
 __all__ = [
     "CATEGORIES",

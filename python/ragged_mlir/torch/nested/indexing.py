@@ -1,4 +1,4 @@
-"""Indexing and assignment of :class:`~ragged_mlir.torch.nested_tensor.NestedTensor`.
+"""Indexing and assignment of :class:`~ragged_mlir.torch.nested.NestedTensor`.
 
 DanLing's conventions: an index tuple addresses the batch first (whatever
 ``batch_first``), then the item dims. Integer, slice, list, bool and tensor
@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from .tensor import NestedTensor, _is_compiling
+from .layout import _is_compiling
+from .tensor import NestedTensor
 
 __all__ = ["getitem", "setitem"]
 

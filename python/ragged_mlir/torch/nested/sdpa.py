@@ -1,4 +1,4 @@
-"""Attention on :class:`~ragged_mlir.torch.nested_tensor.NestedTensor`: ``F.scaled_dot_product_attention``
+"""Attention on :class:`~ragged_mlir.torch.nested.NestedTensor`: ``F.scaled_dot_product_attention``
 and ``nn.MultiheadAttention``.
 
 ``F.scaled_dot_product_attention(q, k, v)`` follows torch: the sequence dim
@@ -32,7 +32,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .tensor import NestedTensor, _is_compiling
+from .layout import _is_compiling
+from .registry import register
+from .tensor import NestedTensor
 
 __all__ = ["mha_handler", "sdpa_handler"]
 
@@ -331,3 +333,12 @@ def mha_handler(func: Callable, args: tuple, kwargs: dict) -> Any:
     out = _ragged_attention(*heads, q.offsets, None, p["is_causal"], False, fname, dropout_p)
     out = F.linear(out.reshape(n, e), p["out_proj_weight"], p["out_proj_bias"])
     return q._derive(out), None
+
+
+register(
+    [F.scaled_dot_product_attention],
+    "attention",
+    sdpa_handler,
+    "[B, ..., L(b), d] with the ragged dim at -2 maps onto torch.ops.ragged.attention without copies",
+)
+register([F.multi_head_attention_forward], "attention", mha_handler)

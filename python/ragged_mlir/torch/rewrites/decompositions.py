@@ -11,7 +11,7 @@ import operator
 import torch
 import torch.fx as fx
 
-from ..backend.plan import Unsupported, bound_args, value_of
+from ..graphs import Unsupported, bound_args, value_of
 
 # --------------------------------------------------------------------------
 # Dense pieces

@@ -14,7 +14,7 @@ import math
 import torch
 import torch.fx as fx
 
-from ..backend.plan import call_with_val
+from ..graphs import call_with_val
 
 __all__ = ["exact_gelu"]
 

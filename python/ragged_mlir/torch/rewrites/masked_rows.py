@@ -17,7 +17,7 @@ import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
 
-from ..backend.plan import call_with_val
+from ..graphs import call_with_val
 
 __all__ = ["attn_mask", "guard_masked_rows"]
 

@@ -80,7 +80,7 @@ import torch.fx as fx
 from torch.utils._pytree import tree_map
 
 from .. import ops  # noqa: F401  (registers torch.ops.ragged.*)
-from ..backend.plan import bound_args
+from ..graphs import bound_args
 
 __all__ = ["rewrite_njt_patterns", "capture_njt_sdpa"]
 

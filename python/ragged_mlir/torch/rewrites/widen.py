@@ -31,7 +31,7 @@ from collections.abc import Callable
 import torch
 import torch.fx as fx
 
-from ..backend.plan import call_with_val
+from ..graphs import call_with_val
 
 __all__ = ["widen_low_precision", "widen_uint8"]
 
