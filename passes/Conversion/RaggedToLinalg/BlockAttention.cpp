@@ -3,7 +3,7 @@
 // See BucketedAttention.h: linalgAttention, its log-sum-exp form and
 // linalgAttentionGrad, the dense kernels the upstream lowering runs on the
 // [n, S, H, d] blocks of one length bucket (BucketSchedule.cpp gathers
-// them).
+// them), and the dropout factors of their weights.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +22,58 @@
 using namespace mlir;
 using namespace mlir::ragged;
 using namespace mlir::ragged::lowering;
+
+AttnShape lowering::withDropout(OpBuilder &b, Location loc, AttnShape shape,
+                                double dropout, Value seed) {
+  if (!seed || dropout <= 0.0)
+    return shape;
+  Type i32 = b.getI32Type();
+  Value s = tensor::ExtractOp::create(b, loc, seed, ValueRange{});
+  shape.dropout = dropout;
+  shape.seedLo = arith::TruncIOp::create(b, loc, i32, s);
+  Value high = arith::ShRUIOp::create(
+      b, loc, s, arith::ConstantIntOp::create(b, loc, b.getI64Type(), 32));
+  shape.seedHi = arith::TruncIOp::create(b, loc, i32, high);
+  return shape;
+}
+
+Value lowering::dropoutFactor(OpBuilder &b, Location loc, const AttnShape &blk,
+                              Value item, Value h, Value i, Value j) {
+  Type i32 = b.getI32Type();
+  auto c32 = [&](uint32_t v) -> Value {
+    return arith::ConstantIntOp::create(b, loc, i32, int64_t(int32_t(v)));
+  };
+  auto asI32 = [&](Value x) -> Value {
+    return x.getType().isIndex()
+               ? arith::IndexCastOp::create(b, loc, i32, x).getResult()
+               : arith::TruncIOp::create(b, loc, i32, x).getResult();
+  };
+  // MurmurHash3's 32-bit finaliser.
+  auto mix = [&](Value x) {
+    auto xorShift = [&](Value y, uint32_t by) -> Value {
+      return arith::XOrIOp::create(b, loc, y,
+                                   arith::ShRUIOp::create(b, loc, y, c32(by)));
+    };
+    x = arith::MulIOp::create(b, loc, xorShift(x, 16), c32(0x85EBCA6B));
+    x = arith::MulIOp::create(b, loc, xorShift(x, 13), c32(0xC2B2AE35));
+    return xorShift(x, 16);
+  };
+  Value c = c32(0);
+  for (auto [x, k] : llvm::zip(SmallVector<Value>{item, h, i, j},
+                               SmallVector<uint32_t>{0x9E3779B1, 0x85EBCA77,
+                                                     0xC2B2AE3D, 0x27D4EB2F}))
+    c = arith::AddIOp::create(b, loc, c,
+                              arith::MulIOp::create(b, loc, asI32(x), c32(k)));
+  Value u = mix(arith::XOrIOp::create(
+      b, loc, mix(arith::XOrIOp::create(b, loc, c, blk.seedLo)), blk.seedHi));
+  double threshold = std::min(std::round(std::ldexp(blk.dropout, 32)),
+                              std::ldexp(1.0, 32) - 1.0);
+  Value kept = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, u,
+                                     c32(uint32_t(threshold)));
+  return arith::SelectOp::create(
+      b, loc, kept, floatConst(b, loc, blk.elem, 1.0 / (1.0 - blk.dropout)),
+      floatConst(b, loc, blk.elem, 0.0));
+}
 
 namespace {
 
