@@ -365,7 +365,11 @@ def test_unsafe_graphs_stay_padded(model, reason, caplog):
     run = _compiled(m)
     x = torch.randn(3, 6, 16)
     mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 2 + [0] * 4])
-    with caplog.at_level(logging.DEBUG, logger="ragged_mlir.torch.unpad"), torch.no_grad():
+    with (
+        caplog.at_level(logging.DEBUG, logger="ragged_mlir.torch.unpad"),
+        torch.no_grad(),
+        pytest.warns(UserWarning, match=f"unpad=True, but this graph runs padded: .*{reason}"),
+    ):
         got = run(x, mask)
         want = m(x, mask)
     assert any(reason in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]

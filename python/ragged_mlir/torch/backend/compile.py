@@ -224,8 +224,10 @@ def compile_fx_graph(
         try:
             gm = decompose(gm)
             plan, text, imported = _build(gm)
-        except Exception:  # retracing can fail too (a view of permuted strides): the first reason stands
-            raise first from None
+        # Retracing can fail in any way (a view of permuted strides): the
+        # first reason stands, the retry's error chained to it.
+        except Exception as retry:  # noqa: BLE001
+            raise first from retry
     if text is None:
         graph = CompiledGraph(plan)
         graph.timings = {"import_s": time.perf_counter() - t_start}
@@ -370,7 +372,7 @@ def _guarded(
             return state["run"](*args)
         try:
             out = fn(*args)
-        except Exception as e:  # the runtime's own errors: shape or type mismatches
+        except (RuntimeError, ValueError) as e:  # IREE's and the runtime's errors; a bug propagates
             text = str(e).strip()
             reason = f"the compiled graph failed at its first call: {text.splitlines()[0] if text else type(e).__name__}"
             state["run"] = _refuse(options, kind, reason, eager)
@@ -412,7 +414,14 @@ def _compiler(options: RaggedBackendOptions, kind: str):
         unpadded = None
         if options.unpad is not False and kind == "inference":
             region = _copy_graph(gm)
+            refused = len(unpad_refusals)
             unpadded = unpad_graph(region, unpad_refusals)
+            if unpadded is None and options.unpad and len(unpad_refusals) > refused:
+                # Asked for and not given: say so, once per graph.
+                warnings.warn(
+                    f"ragged backend: unpad=True, but this graph runs padded: {unpad_refusals[-1]}",
+                    stacklevel=3,
+                )
             if unpadded is not None and not (options.unpad or unpadded.exact):
                 reason = "not applied by default: outputs at padded positions would change"
                 unpad_log.debug("unpadding %s", reason)

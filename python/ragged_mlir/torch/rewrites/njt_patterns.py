@@ -130,7 +130,9 @@ def _same_size(a, b) -> bool:
         from torch.fx.experimental.symbolic_shapes import statically_known_true
 
         return bool(statically_known_true(a == b))
-    except Exception:
+    # Comparing symbolic sizes raises many kinds (data-dependent sizes,
+    # unsupported expressions): equality is then unknown, so no match.
+    except Exception:  # noqa: BLE001
         return False
 
 
@@ -178,7 +180,7 @@ class _Builder:
             try:
                 with self.mode:
                     val = target(*fargs, **fkwargs)
-            except Exception as e:
+            except Exception as e:  # any failure of the fake op: the pattern does not hold
                 raise _NoMatch(f"shape propagation of {target} failed: {e}") from e
         with self.graph.inserting_before(self.anchor):
             node = self.graph.call_function(target, args, kwargs)
@@ -196,7 +198,7 @@ def _fake_mode(gm: fx.GraphModule):
 
         vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
         return detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
-    except Exception:
+    except (ImportError, AssertionError):  # no such torch API, or several fake modes
         return None
 
 

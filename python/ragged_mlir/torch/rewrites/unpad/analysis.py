@@ -267,7 +267,7 @@ class _Rewriter(_Rewrites):
                 args, kwargs = fx.node.map_arg((n.args, n.kwargs), lambda x, env=env: env[x])
                 try:
                     env[n] = n.target(*args, **kwargs)
-                except Exception as e:
+                except Exception as e:  # any failure on a probe: refused, with the reason
                     raise _Refuse(f"evaluating the attention mask at {n.name} failed: {e}") from e
             for a, am in mask_args.items():
                 causal = self._check_key_mask(a, env[am], m)
