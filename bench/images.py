@@ -82,6 +82,7 @@ from harness import gemm_peak_gflops, log, machine_info, measured_call  # noqa: 
 import ragged_mlir  # noqa: E402
 from ragged_mlir.builders import Program, attention, pack, ragged, tensor  # noqa: E402
 from ragged_mlir.compiler import parameter_key  # noqa: E402
+from ragged_mlir.windows import window_extent  # noqa: E402
 
 try:  # DanLing is optional (pip install danling==0.4.8)
     from danling import NestedTensor as DanlingNT
@@ -192,7 +193,7 @@ PARAMS = {"resnet18": resnet_params, "vit": vit_params}
 
 def extent(x: int, k: int, s: int, p: int) -> int:
     """PyTorch's output size (dilation 1, floor), 0 for an empty input."""
-    return max((x + 2 * p - (k - 1) - 1) // s + 1, 0) if x else 0
+    return window_extent(x, k, s, p)
 
 
 class FlopOps:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from . import ir
 from .dialects import func as func_d
 from .dialects import ragged as ragged_d
+from .windows import keeps_extent, window_symbol
 
 __all__ = [
     "Program",
@@ -187,7 +188,7 @@ class _Window:
     ceil: bool
 
     def keeps(self) -> bool:
-        return self.stride == 1 and 2 * self.padding == self.dilation * (self.kernel - 1)
+        return keeps_extent(self.kernel, self.stride, self.padding, self.dilation)
 
 
 def windows(kernel, stride, padding, dilation, ceil) -> tuple[_Window, _Window]:
@@ -197,20 +198,6 @@ def windows(kernel, stride, padding, dilation, ceil) -> tuple[_Window, _Window]:
         for v, n in ((kernel, "kernel"), (stride, "stride"), (padding, "padding"), (dilation, "dilation"))
     )
     return tuple(_Window(k[i], s[i], p[i], d[i], bool(ceil)) for i in range(2))
-
-
-def window_symbol(
-    symbol: str, kernel: int, stride: int, padding: int, dilation: int = 1, ceil: bool = False
-) -> str:
-    """The symbol of an extent a window derives from ``symbol``'s, named by
-    the rule's parameters: ``floor((X + o - 1) / s) + 1`` with
-    ``o = 2 padding - dilation (kernel - 1)`` depends on ``o`` and ``s``
-    only (with ``ceil``, on the padding too). ``H`` -> ``H_s2`` for a 3x3
-    stride-2 conv with padding 1, a 1x1 stride-2 one or a 3x3 stride-2 pool
-    with padding 1; ``H_s1m2`` for a 3x3 conv without padding."""
-    o = 2 * padding - dilation * (kernel - 1)
-    name = f"{symbol}_s{stride}" + ("" if o == 0 else f"p{o}" if o > 0 else f"m{-o}")
-    return name + (f"c{padding}" if ceil else "")
 
 
 def window_dims(h: ragged_d.Ragged, w: ragged_d.Ragged, windows) -> list[ragged_d.Ragged]:

@@ -12,6 +12,7 @@ of one size, and images smaller than the kernel.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -369,3 +370,25 @@ def test_builder_error_dynamic_weight():
         @prog.func(img=ragged(None, "H", "W", 4), w=tensor(None, 3, 4, 8))
         def f(img, w):
             return img.conv2d(w)
+
+
+def test_window_offsets_follow_the_window_rule():
+    """The torch op's vectorised extents are ragged_mlir.windows.window_extent
+    per image, over every kernel, stride, padding, dilation and ceil mode
+    (and 0 for an empty image)."""
+    torch = pytest.importorskip("torch")
+    from ragged_mlir.torch.ops import window_offsets
+    from ragged_mlir.windows import keeps_extent, window_extent
+
+    extents = [0, 1, 2, 3, 5, 7, 8, 13]
+    offsets = torch.tensor([0, *np.cumsum(extents).tolist()], dtype=torch.int64)
+    for k, s, p, d, ceil in itertools.product(
+        (1, 2, 3, 5, 7), (1, 2, 3), (0, 1, 2, 3), (1, 2), (False, True)
+    ):
+        if 2 * p > d * (k - 1) + 1 or (ceil and 2 * p > k):
+            continue  # PyTorch refuses padding over half the window
+        got = window_offsets(offsets, k, s, p, d, ceil)
+        want = np.cumsum([0] + [window_extent(x, k, s, p, d, ceil) for x in extents])
+        assert got.tolist() == want.tolist(), (k, s, p, d, ceil)
+        if keeps_extent(k, s, p, d):
+            assert want.tolist() == offsets.tolist()

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ...windows import keeps_extent
 from .. import ops as _ops
 from .common import _as_nested, _bind, _first_nt, _operand
 from .layout import _is_compiling
@@ -84,7 +85,7 @@ def _windowed(nt: NestedTensor, values: torch.Tensor, windows: list[tuple[int, i
     where the window keeps every extent), and row offsets."""
     parts = []
     for offsets, (k, s, p, d) in zip(nt.partitions, windows, strict=True):
-        keeps = s == 1 and 2 * p == d * (k - 1)
+        keeps = keeps_extent(k, s, p, d)
         parts.append(offsets if keeps else _ops.window_offsets(offsets, k, s, p, d, ceil))
     if parts[0] is nt.partitions[0] and parts[1] is nt.partitions[1]:
         return nt._derive(values, shapes=None)

@@ -451,7 +451,9 @@ from_padded.register_autograd(_from_padded_backward, setup_context=_from_padded_
 def window_offsets(
     offsets: torch.Tensor, kernel: int, stride: int, padding: int, dilation: int = 1, ceil_mode: bool = False
 ) -> torch.Tensor:
-    """The offsets of the output extents of a window along one spatial dim."""
+    """The offsets of the output extents of a window along one spatial dim:
+    :func:`ragged_mlir.windows.window_extent` per image, vectorised (a test
+    holds the two together)."""
     x = offsets[1:] - offsets[:-1]
     span = x + (2 * padding - dilation * (kernel - 1) - 1)
     q = (
