@@ -19,13 +19,8 @@ for what every variant and metric means and how memory is measured.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ctypes
-import gc
 import json
-import logging
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -41,19 +36,18 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "samples"))
 
-import iree.runtime as _iree_rt  # noqa: E402
 import torch  # noqa: E402
-
-torch.set_num_threads(2)
-# IREE's CPU workers as many as torch's threads: both sides get the same cores.
-_iree_rt.flags.parse_flags(f"--task_topology_max_group_count={torch.get_num_threads()}")
-warnings.filterwarnings("ignore", message=".*prototype stage.*")
-warnings.filterwarnings("ignore", category=UserWarning, module="torch.nested")
-logging.getLogger("torch._inductor").setLevel(logging.ERROR)
-logging.getLogger("torch._dynamo").setLevel(logging.ERROR)
-torch._dynamo.config.cache_size_limit = 64
-
 import workloads as W  # noqa: E402
+from common import (  # noqa: E402
+    MEM_METHOD,
+    _timed,
+    copy_bandwidth_gbs,
+    gemm_peak_gflops,
+    log,
+    machine_info,
+    measured_call,
+    setup,
+)
 from lengths import sample_lengths  # noqa: E402
 
 from ragged_mlir.torch import backend as ragged_backend  # noqa: E402
@@ -62,127 +56,6 @@ REAL = ("mnli", "squadv2", "race")
 SYNTH = ("uniform-half", "uniform-0.6", "zipf", "equal")
 ALL_DATASETS = REAL + SYNTH
 TEXT = "stdlib-text"  # W5 on real sentences (samples/minilm_embeddings.stdlib_sentences)
-
-
-def log(*a) -> None:
-    print(*a, file=sys.stderr, flush=True)
-
-
-# -- machine ---------------------------------------------------------------------------------
-
-
-def machine_info() -> dict:
-    model, flags = platform.processor() or platform.machine(), set()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and ":" in line:
-                model = line.split(":", 1)[1].strip()
-            if line.startswith("flags") and ":" in line:
-                flags = set(line.split(":", 1)[1].split())
-    isa = [
-        f
-        for f in ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16")
-        if f in flags
-    ]
-    commit = "unknown"
-    with contextlib.suppress(Exception):
-        commit = subprocess.run(
-            ["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(HERE.parent), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        commit += "+dirty" if dirty else ""
-    versions = {"torch": torch.__version__, "python": platform.python_version()}
-    for mod in ("iree.runtime", "torch_mlir", "danling"):
-        with contextlib.suppress(Exception):
-            from importlib.metadata import version
-
-            versions[mod] = version(
-                {"iree.runtime": "iree-base-runtime", "torch_mlir": "torch-mlir"}.get(mod, mod)
-            )
-    return {
-        "cpu": model,
-        "isa": isa,
-        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "commit": commit,
-        "versions": versions,
-    }
-
-
-def gemm_peak_gflops(n: int = 2048, reps: int = 3) -> float:
-    """In-process dense GEMM peak: torch.mm n x n fp32, same threads, best of reps."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
-    best = min(_timed(lambda: torch.mm(a, b))[1] for _ in range(reps))
-    return 2 * n**3 / best / 1e9
-
-
-def copy_bandwidth_gbs(mib: int = 256, reps: int = 5) -> float:
-    """In-process memory bandwidth: bytes read plus written by a large tensor copy, best of reps."""
-    n = mib * 2**20 // 4
-    src, dst = torch.randn(n), torch.empty(n)
-    dst.copy_(src)
-    best = min(_timed(lambda: dst.copy_(src))[1] for _ in range(reps))
-    return 2 * 4 * n / best / 1e9
-
-
-def _timed(fn: Callable) -> tuple[Any, float]:
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
-
-
-# -- memory ----------------------------------------------------------------------------------
-
-try:
-    _LIBC = ctypes.CDLL("libc.so.6")
-except OSError:  # pragma: no cover - not glibc
-    _LIBC = None
-
-
-def _status_kb(key: str) -> int | None:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return None
-
-
-def _reset_peak() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
-        return True
-    except OSError:
-        return False
-
-
-MEM_METHOD = "VmHWM delta (clear_refs=5 after gc + malloc_trim)"
-
-
-def measured_call(fn: Callable) -> tuple[Any, float, float | None]:
-    """Calls fn once; returns (result, seconds, peak MiB above the resident
-    set just before the call). Counts every allocator in the process (torch,
-    IREE, numpy, Python): freed heap is handed back first (malloc_trim) and
-    the kernel's high-water mark is reset, so the value is what this one call
-    touched at its peak, including its output, excluding its inputs."""
-    gc.collect()
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-    ok = _reset_peak()
-    base = _status_kb("VmRSS")
-    out, dt = _timed(fn)
-    peak = _status_kb("VmHWM")
-    mem = (peak - base) / 1024 if ok and peak is not None and base is not None else None
-    return out, dt, mem
 
 
 # -- one case ----------------------------------------------------------------------------------
@@ -954,6 +827,7 @@ def write_plot(path: Path, rows: list[dict]) -> str | None:
 
 
 def main(argv=None) -> int:
+    setup()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument(

@@ -41,7 +41,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import gemm_peak_gflops, machine_info  # noqa: E402  (sets torch's and IREE's threads to 2)
+from common import gemm_peak_gflops, machine_info, setup  # noqa: E402
 from hf_models import ARCHITECTURES, MINILM, TINY, build, padded_batch  # noqa: E402
 from lengths import sample_lengths  # noqa: E402
 
@@ -64,6 +64,7 @@ def _valid(out, ref, mask) -> float:
 
 
 def main() -> None:
+    setup()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", nargs="+", default=list(ARCHITECTURES), choices=list(ARCHITECTURES))
     ap.add_argument("--datasets", nargs="+", default=["mnli"])
@@ -88,6 +89,7 @@ def main() -> None:
         arch = ARCHITECTURES[name]
         attention = arch.attention[0]
         if name == "bert" and size is MINILM:
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
             from ragged_bert import minilm_path
             from transformers import BertModel
 

@@ -37,7 +37,7 @@ padding border (the zeros enter the windows): expected. ragged-mlir is checked
 against an fp64 per-image PyTorch reference (``max_rel_err`` = max |err| / max
 |reference| of the logits); the peers' errors are printed for information.
 
-Protocol: ``torch.set_num_threads(2)`` and 2 IREE workers (``harness``); per case
+Protocol: ``torch.set_num_threads(2)`` and 2 IREE workers (``common.setup``); per case
 each variant's first call (compiles for ``inductor``; the peak memory of eager
 variants), a second call for compiled ones (their peak memory), then ``--rounds``
 rounds in a rotating order (A B C ..., B C ... A, ...); the median and the min
@@ -77,7 +77,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import gemm_peak_gflops, log, machine_info, measured_call  # noqa: E402
+from common import gemm_peak_gflops, log, machine_info, measured_call, setup  # noqa: E402
 
 import ragged_mlir  # noqa: E402
 from ragged_mlir.builders import Program, attention, pack, ragged, tensor  # noqa: E402
@@ -903,7 +903,7 @@ def main(argv=None) -> int:
         if "--variants" not in (argv if argv is not None else sys.argv[1:]):
             args.variants = [v for v in args.variants if v != "inductor"]
     threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
+    setup(args.threads)
     try:
         with torch.no_grad():
             return _run(args)

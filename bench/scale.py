@@ -45,7 +45,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import gemm_peak_gflops  # noqa: E402  (sets torch's and IREE's threads to 2)
+from common import gemm_peak_gflops, setup  # noqa: E402
 from lengths import sample_lengths  # noqa: E402
 from workloads import D, attend_item, encoder, make_encoder, useful_flops  # noqa: E402
 
@@ -208,6 +208,7 @@ def long_document(layer: Layer, short_b: int, long_len: int, seed: int, peak: fl
 
 
 def main(argv=None) -> int:
+    setup()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", nargs="+", type=int, default=[8, 32, 128, 512, 2048, 4096])
     ap.add_argument("--long", type=int, default=8192, help="tokens of the long document (0: skip)")

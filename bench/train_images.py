@@ -43,7 +43,7 @@ from torch import nn  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import gemm_peak_gflops  # noqa: E402
+from common import gemm_peak_gflops, setup  # noqa: E402
 
 from ragged_mlir.torch import NestedTensor  # noqa: E402
 from ragged_mlir.torch import backend as ragged_backend  # noqa: E402
@@ -100,6 +100,7 @@ def per_image_step(model, imgs, labels):
 
 
 def main(argv=None) -> int:
+    setup()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--min-side", type=int, default=32)
@@ -107,7 +108,6 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    torch.set_num_threads(2)
     g = torch.Generator().manual_seed(args.seed)
     sides = torch.randint(args.min_side, args.max_side + 1, (args.batch, 2), generator=g).tolist()
     imgs = [torch.randn(3, h, w, generator=g) for h, w in sides]

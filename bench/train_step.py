@@ -59,7 +59,7 @@ from torch import nn  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import gemm_peak_gflops, measured_call  # noqa: E402
+from common import gemm_peak_gflops, measured_call, setup  # noqa: E402
 from lengths import sample_lengths  # noqa: E402
 from workloads import BUCKETS, FF, D, layer_flops  # noqa: E402
 
@@ -274,7 +274,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not {"padded", "ragged_mlir"} <= set(args.variants):
         ap.error("--variants must include padded and ragged_mlir (the reference and the subject)")
-    torch.set_num_threads(args.threads)
+    setup(args.threads)
     peak = gemm_peak_gflops()
     print(json.dumps({"gemm_peak_gflops": round(peak, 1), "threads": args.threads}), flush=True)
     for layers in args.layers:

@@ -36,7 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import gemm_peak_gflops  # noqa: E402  (sets torch's and IREE's threads to 2)
+from common import gemm_peak_gflops, setup  # noqa: E402
 from lengths import sample_lengths  # noqa: E402
 from workloads import useful_flops  # noqa: E402
 
@@ -51,10 +51,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-inductor", action="store_true")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    import iree.runtime as rt
-
-    rt.flags.parse_flags(f"--task_topology_max_group_count={args.threads}")
+    setup(args.threads)
 
     from ragged_bert import load_minilm, minilm_path
     from transformers import BertModel

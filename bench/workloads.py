@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -78,6 +80,8 @@ except Exception as e:  # pragma: no cover - depends on the environment
     DanlingNT = None
     DANLING_REASON = f"not installed ({type(e).__name__}: {e})"
 
+# The BERT on NestedTensors is a sample's model (samples/ragged_bert.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
 from ragged_bert import BertConfig, RaggedBertModel  # noqa: E402
 
 from ragged_mlir.torch import NestedTensor  # noqa: E402
