@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 import pytest
-import torch
+from references import ref_attention_forward, ref_attention_grads
 
 import ragged_mlir
 from ragged_mlir import CompileOptions, RaggedArray
@@ -59,16 +59,6 @@ def _compiled(heads: int, d: int, buckets: int):
     return _CACHE[key]
 
 
-def ref_grads(q, k, v, g, scale, causal):
-    """fp64 (dq, dk, dv) of one item [L, H, d] by torch's autograd."""
-    if len(q) == 0:
-        return [np.zeros_like(q, np.float64)] * 3
-    ts = [torch.tensor(np.asarray(x, np.float64)).transpose(0, 1).requires_grad_() for x in (q, k, v)]
-    out = torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=causal, scale=scale)
-    grads = torch.autograd.grad(out, ts, torch.tensor(np.asarray(g, np.float64)).transpose(0, 1))
-    return [x.transpose(0, 1).numpy() for x in grads]
-
-
 def _check(outs, refs_per_item, lengths):
     tol = dict(rtol=1e-4, atol=2e-5 * math.sqrt(max([*lengths, 1])))
     offsets = np.concatenate([[0], np.cumsum(lengths)])
@@ -98,7 +88,7 @@ def test_attention_grad(ragged, rng, lengths, heads, d, ladder, causal):
     m = _compiled(heads, d, ladder)
     (q, qs), (k, ks), (v, vs), (g, gs) = (ragged(rng, lengths, (heads, d), -2, 2) for _ in range(4))
     outs = (m.grad_causal if causal else m.grad)(q, k, v, g)
-    refs = [ref_grads(*item, 0.35, causal) for item in zip(qs, ks, vs, gs, strict=True)]
+    refs = [ref_attention_grads(*item, 0.35, causal) for item in zip(qs, ks, vs, gs, strict=True)]
     _check(outs, refs, lengths)
 
 
@@ -109,7 +99,7 @@ def test_self_attention_grad_is_per_operand(ragged, rng):
     m = _compiled(2, 4, 3)
     (x, xs), (g, gs) = (ragged(rng, lengths, (2, 4), -2, 2) for _ in range(2))
     outs = m.self_grad(x, g)
-    _check(outs, [ref_grads(a, a, a, c, 0.35, True) for a, c in zip(xs, gs, strict=True)], lengths)
+    _check(outs, [ref_attention_grads(a, a, a, c, 0.35, True) for a, c in zip(xs, gs, strict=True)], lengths)
 
 
 def test_attention_grad_is_per_item(ragged, rng):
@@ -174,18 +164,6 @@ def _saved_compiled(heads: int, d: int, buckets: int, causal: bool, fused: bool)
     return _CACHE[key]
 
 
-def ref_forward(q, k, v, scale, causal):
-    """fp64 (output, lse [L, H, 1]) of one item [L, H, d]."""
-    if len(q) == 0:
-        return np.zeros_like(q, np.float64), np.zeros((0, q.shape[1], 1))
-    qt, kt, vt = (torch.tensor(np.asarray(x, np.float64)).transpose(0, 1) for x in (q, k, v))
-    s = scale * qt @ kt.transpose(1, 2)
-    if causal:
-        s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
-    out = torch.softmax(s, -1) @ vt
-    return out.transpose(0, 1).numpy(), torch.logsumexp(s, -1).transpose(0, 1).unsqueeze(-1).numpy()
-
-
 @pytest.mark.parametrize(
     "heads,d,ladder,causal,fused", list(SAVED_CASES.values()), ids=list(SAVED_CASES.keys())
 )
@@ -199,11 +177,11 @@ def test_forward_lse_and_saved_grads(ragged, rng, lengths, heads, d, ladder, cau
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     tol = dict(rtol=1e-4, atol=2e-5 * math.sqrt(max([*lengths, 1])))
     for b, item in enumerate(zip(qs, ks, vs, strict=True)):
-        ref_out, ref_lse = ref_forward(*item, 0.35, causal)
+        ref_out, ref_lse = ref_attention_forward(*item, 0.35, causal)
         rows = slice(offsets[b], offsets[b + 1])
         np.testing.assert_allclose(np.asarray(out.values)[rows], ref_out, err_msg=f"output, item {b}", **tol)
         np.testing.assert_allclose(np.asarray(lse.values)[rows], ref_lse, err_msg=f"lse, item {b}", **tol)
-    refs = [ref_grads(*item, 0.35, causal) for item in zip(qs, ks, vs, gs, strict=True)]
+    refs = [ref_attention_grads(*item, 0.35, causal) for item in zip(qs, ks, vs, gs, strict=True)]
     for fn in (m.both, m.output, m.lse):
         _check(fn(q, k, v, g), refs, lengths)
     for x, was in zip((q, k, v, g), before, strict=True):

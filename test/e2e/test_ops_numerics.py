@@ -1,11 +1,11 @@
 """Numerics of every ragged op, end to end (MLIR -> IREE llvm-cpu -> numpy).
 
 Every test compares the compiled function against an independent float64
-numpy reference that loops over the items one by one (it never calls the
-code under test, nor the packed layout the lowering uses), on random inputs
-and on every length set of ``conftest.LENGTH_SETS`` (empty items mixed in,
-B = 1, one 300-long item among short ones, all-equal lengths, all items
-empty) plus a random set.
+numpy reference (``references.py``) that loops over the items one by one
+(it never calls the code under test, nor the packed layout the lowering
+uses), on random inputs and on every length set of ``conftest.LENGTH_SETS``
+(empty items mixed in, B = 1, one 300-long item among short ones, all-equal
+lengths, all items empty) plus a random set.
 
 Tolerances (``np.testing.assert_allclose``, fp32 results against fp64):
 
@@ -36,6 +36,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from references import (
+    ref_apply,
+    ref_attention,
+    ref_attention_dense,
+    ref_gelu,
+    ref_layer_norm,
+    ref_reduce,
+    ref_scores,
+    ref_softmax,
+)
 
 from ragged_mlir import RaggedArray
 
@@ -93,23 +103,6 @@ def square_items(ra: RaggedArray, lengths, heads: int) -> list[np.ndarray]:
 
 def f64(items):
     return [np.asarray(x, F64) for x in items]
-
-
-def ref_softmax(x, axis):
-    x = np.asarray(x, F64)
-    if x.shape[axis] == 0:
-        return x.copy()
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-_erf = np.vectorize(math.erf, otypes=[F64])
-
-
-def ref_gelu(x):
-    """Exact GELU, as torch.nn.GELU(): 0.5 x (1 + erf(x / sqrt 2))."""
-    x = np.asarray(x, F64)
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))) if x.size else x.copy()
 
 
 UNARY_REF = {
@@ -344,13 +337,6 @@ def test_broadcast(red, rng, ragged, lengths):
         np.testing.assert_array_equal(got, w, err_msg=f"item {b}")
 
 
-def ref_reduce(kind, seg, empty):
-    """Reduce one segment [n, ...] over axis 0; ``empty`` if n == 0."""
-    if seg.shape[0] == 0:
-        return np.full(seg.shape[1:], empty, F64)
-    return {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[kind](seg, axis=0)
-
-
 @pytest.mark.parametrize("name", list(REDUCE_EMPTY))
 def test_reduce(red, rng, ragged, lengths, name):
     kind, _, empty = REDUCE_EMPTY[name]
@@ -514,17 +500,6 @@ def test_softmax_nested(norm, rng, lengths):
             )
 
 
-def ref_layer_norm(x, g, b, eps):
-    x = np.asarray(x, F64)
-    out = np.empty_like(x)
-    for idx in np.ndindex(x.shape[:-1]):
-        row = x[idx]
-        mu = row.mean()
-        var = ((row - mu) ** 2).mean()
-        out[idx] = (row - mu) / np.sqrt(var + eps) * g + b
-    return out
-
-
 @pytest.mark.parametrize(
     "fname,trailing,eps", [("ln", (8,), 1e-5), ("ln_default", (2, 8), 1e-5), ("ln_big_eps", (8,), 0.5)]
 )
@@ -573,31 +548,6 @@ func.func @att_default_scale(%q: {H24}, %k: {H24}, %v: {H24}) -> {H24} {{
 @pytest.fixture(scope="module")
 def attn(compiled):
     return compiled(ATTN)
-
-
-def ref_scores(q, k, scale, causal):
-    """q, k: [L, H, d] -> [L(query), L(key), H]."""
-    n, heads, _ = q.shape
-    s = np.zeros((n, n, heads))
-    for i in range(n):
-        for j in range(n):
-            for h in range(heads):
-                s[i, j, h] = -np.inf if (causal and j > i) else scale * np.dot(q[i, h], k[j, h])
-    return s
-
-
-def ref_apply(p, v):
-    """p: [L, L, H], v: [L, H, d] -> [L, H, d]."""
-    n, heads, d = v.shape
-    o = np.zeros((n, heads, d))
-    for i in range(n):
-        for h in range(heads):
-            o[i, h] = sum((p[i, j, h] * v[j, h] for j in range(n)), np.zeros(d))
-    return o
-
-
-def ref_attention(q, k, v, scale, causal):
-    return ref_apply(ref_softmax(ref_scores(q, k, scale, causal), 1), v)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -663,17 +613,6 @@ ATTN_LOWERINGS = {
 #: Lengths on both sides of the static ladder's rungs (16, 32, 48, ...,
 #: 1024) and past its top (the overflow bucket), with empty items between.
 LADDER_LENGTHS = [16, 17, 0, 1, 47, 48, 49, 129, 0, 385, 1024, 1025, 1100]
-
-
-def ref_attention_dense(q, k, v, scale, causal):
-    """Vectorised fp64 attention of one item: [L, H, d] -> [L, H, d]."""
-    s = np.einsum("ihe,jhe->hij", q, k) * scale
-    if causal:
-        s = np.where(np.tril(np.ones(s.shape[1:], bool)), s, -np.inf)
-    s = s - s.max(-1, keepdims=True) if s.size else s
-    p = np.exp(s)
-    p = p / p.sum(-1, keepdims=True)
-    return np.einsum("hij,jhe->ihe", p, v)
 
 
 #: Head count and head size of the lowering tests: several heads, and one

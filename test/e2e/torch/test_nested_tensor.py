@@ -3,9 +3,9 @@ eager ops through ``__torch_function__`` and Dynamo traceability.
 
 Every numeric test compares against an independent float64 reference that
 loops over the items one by one with plain torch on dense per-item tensors
-(hand-written formulas for GELU, LayerNorm, softmax and attention; it never
-touches the packed layout nor the ``torch.ops.ragged`` ops), on random
-batches and on every length set of ``conftest.LENGTH_SETS`` (empty items
+(hand-written formulas for GELU, LayerNorm, softmax and attention, in
+``test/e2e/references.py``; it never touches the packed layout nor the
+``torch.ops.ragged`` ops), on random batches and on every length set of ``conftest.LENGTH_SETS`` (empty items
 mixed in, B = 1, one 300-long item among short ones, all-equal lengths, all
 items empty) plus a random set.
 
@@ -27,6 +27,11 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from references import ref_attention_torch as ref_attention  # noqa: E402
+from references import ref_gelu_tanh_torch as ref_gelu_tanh  # noqa: E402
+from references import ref_gelu_torch as ref_gelu  # noqa: E402
+from references import ref_layer_norm_torch as ref_layer_norm  # noqa: E402
+from references import ref_softmax_torch as ref_softmax  # noqa: E402
 
 from ragged_mlir.torch.nested import NestedTensor  # noqa: E402
 from ragged_mlir.torch.nested import sdpa as nested_sdpa  # noqa: E402
@@ -64,40 +69,6 @@ def check_items(nt: NestedTensor, expected, **tol):
     for i, (a, e) in enumerate(zip(got, expected, strict=False)):
         assert tuple(a.shape) == tuple(e.shape), f"item {i}: {tuple(a.shape)} vs {tuple(e.shape)}"
         close(a, e, **tol)
-
-
-def ref_gelu(x):
-    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
-
-
-def ref_gelu_tanh(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-
-
-def ref_layer_norm(x, w, b, eps):
-    mu = x.mean(dim=-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * w + b
-
-
-def ref_softmax(x, dim):
-    if x.shape[dim] == 0:
-        return x.clone()
-    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
-    return e / e.sum(dim=dim, keepdim=True)
-
-
-def ref_attention(q, k, v, scale, causal):
-    """One item: q, k, v ``[L, H, d]`` float64 -> ``[L, H, d]``."""
-    n = q.shape[0]
-    if n == 0:
-        return q.clone()
-    s = torch.einsum("lhd,mhd->hlm", q, k) * scale
-    if causal:
-        keep = torch.ones(n, n, dtype=torch.bool).tril()
-        s = s.masked_fill(~keep, float("-inf"))
-    p = ref_softmax(s, -1)
-    return torch.einsum("hlm,mhd->lhd", p, v)
 
 
 def padded_ref(items, padding_value, trailing):
