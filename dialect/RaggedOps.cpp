@@ -87,6 +87,25 @@ static LogicalResult verifyPaddedType(Operation *op, RaggedTensorType type,
   return success();
 }
 
+/// Dense results whose inferred type leaves extents dynamic may be written
+/// with those extents static: same element type and rank, and every extent
+/// compatible.
+static bool compatibleDenseTypes(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != actual.size())
+    return false;
+  for (auto [a, b] : llvm::zip_equal(inferred, actual)) {
+    auto ta = dyn_cast<RankedTensorType>(a);
+    auto tb = dyn_cast<RankedTensorType>(b);
+    if (!ta || !tb || ta.getElementType() != tb.getElementType() ||
+        ta.getRank() != tb.getRank())
+      return false;
+    for (auto [x, y] : llvm::zip_equal(ta.getShape(), tb.getShape()))
+      if (!compatibleExtent(x, y))
+        return false;
+  }
+  return true;
+}
+
 //===----------------------------------------------------------------------===//
 // Op verifiers
 //===----------------------------------------------------------------------===//
@@ -98,23 +117,58 @@ LogicalResult PackOp::verify() {
   return verifyPartitions(*this, type, getPartitions(), "partitions");
 }
 
-LogicalResult ValuesOp::verify() {
-  auto type = cast<RaggedTensorType>(getSource().getType());
-  return verifyValuesType(*this, type, getValues().getType());
+LogicalResult ValuesOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  types.push_back(
+      cast<RaggedTensorType>(adaptor.getSource().getType()).getValuesType());
+  return success();
 }
 
-LogicalResult OffsetsOp::verify() {
-  auto type = cast<RaggedTensorType>(getSource().getType());
-  StringAttr symbol = getSymbolAttr();
+bool ValuesOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  return compatibleDenseTypes(inferred, actual);
+}
+
+LogicalResult ValuesOp::verify() { return success(); }
+
+LogicalResult OffsetsOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  auto type = cast<RaggedTensorType>(adaptor.getSource().getType());
+  StringAttr symbol = adaptor.getSymbolAttr();
   if (!llvm::is_contained(type.getSymbols(), symbol))
-    return emitOpError() << "symbol '" << symbol.getValue()
-                         << "' is not a ragged dim of " << type;
-  int64_t expected = type.getPartitionType(symbol).getDimSize(0);
-  if (!compatibleExtent(getOffsets().getType().getDimSize(0), expected))
-    return emitOpError() << "offsets of '" << symbol.getValue() << "' have "
-                         << expected << " entries, result type has "
-                         << getOffsets().getType().getDimSize(0);
+    return emitOptionalError(loc, "'ragged.offsets' op symbol '",
+                             symbol.getValue(), "' is not a ragged dim of ",
+                             type);
+  types.push_back(type.getPartitionType(symbol));
   return success();
+}
+
+bool OffsetsOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  return compatibleDenseTypes(inferred, actual);
+}
+
+LogicalResult OffsetsOp::verify() { return success(); }
+
+LogicalResult ToPaddedOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location>,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  // Ragged dims take the largest extent at run time.
+  auto type = cast<RaggedTensorType>(adaptor.getSource().getType());
+  SmallVector<int64_t> shape{type.getBatch()};
+  for (int64_t size : type.getShape())
+    shape.push_back(size == RaggedTensorType::kRagged ? ShapedType::kDynamic
+                                                      : size);
+  types.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+bool ToPaddedOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  // Dynamic inferred extents are ragged dims (or a dynamic batch or dense
+  // dim): a ragged dim must stay dynamic, checked by the verifier.
+  return compatibleDenseTypes(inferred, actual);
 }
 
 LogicalResult ToPaddedOp::verify() {
@@ -124,8 +178,8 @@ LogicalResult ToPaddedOp::verify() {
                          << " does not match element type "
                          << type.getElementType();
   auto result = cast<RankedTensorType>(getResult().getType());
-  if (failed(verifyPaddedType(*this, type, result)))
-    return failure();
+  if (result.getRank() != type.getItemRank() + 1)
+    return success(); // reported against the inferred type
   for (unsigned d = 0; d < type.getItemRank(); ++d)
     if (type.isRaggedDim(d) && !result.isDynamicDim(d + 1))
       return emitOpError() << "padded dim " << d + 1
@@ -146,27 +200,26 @@ LogicalResult FromPaddedOp::verify() {
   return verifyPartitions(*this, type, getLengths(), "lengths");
 }
 
-LogicalResult MaskOp::verify() {
-  auto type = cast<RaggedTensorType>(getSource().getType());
-  auto mask = dyn_cast<RankedTensorType>(getMask().getType());
-  if (!mask)
-    return emitOpError() << "mask must be a ranked tensor, got "
-                         << getMask().getType();
-  int64_t expected = type.getSymbols().size() + 1;
-  if (mask.getRank() != expected)
-    return emitOpError() << "mask must have rank " << expected
-                         << " (batch and each ragged dim), got "
-                         << mask.getRank();
-  if (!compatibleExtent(mask.getDimSize(0), type.getBatch()))
-    return emitOpError() << "mask batch " << mask.getDimSize(0)
-                         << " does not match " << type.getBatch();
+LogicalResult MaskOp::inferReturnTypes(MLIRContext *context,
+                                       std::optional<Location>, Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  // The batch and one dim per ragged dim (dense dims dropped).
+  auto type = cast<RaggedTensorType>(adaptor.getSource().getType());
+  SmallVector<int64_t> shape{type.getBatch()};
+  shape.append(type.getSymbols().size(), ShapedType::kDynamic);
+  types.push_back(RankedTensorType::get(shape, IntegerType::get(context, 1)));
   return success();
 }
+
+bool MaskOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  return compatibleDenseTypes(inferred, actual);
+}
+
+LogicalResult MaskOp::verify() { return success(); }
 
 LogicalResult MatchOp::verify() {
   auto source = cast<RaggedTensorType>(getSource().getType());
   auto reference = cast<RaggedTensorType>(getReference().getType());
-  auto result = cast<RaggedTensorType>(getResult().getType());
   if (source.getShape() != reference.getShape())
     return emitOpError() << "source " << source << " and reference "
                          << reference
@@ -193,10 +246,15 @@ LogicalResult MatchOp::verify() {
   if (source.getEncoding() != reference.getEncoding())
     return emitOpError() << "encodings of " << source << " and " << reference
                          << " differ";
-  RaggedTensorType expected =
-      reference.withElementType(source.getElementType());
-  if (result != expected)
-    return emitOpError() << "result must be " << expected << ", got " << result;
+  return success();
+}
+
+LogicalResult MatchOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto source = cast<RaggedTensorType>(adaptor.getSource().getType());
+  auto reference = cast<RaggedTensorType>(adaptor.getReference().getType());
+  types.push_back(reference.withElementType(source.getElementType()));
   return success();
 }
 
@@ -283,12 +341,32 @@ LogicalResult MatmulOp::verify() {
     return emitOpError() << "weight has " << weight.getDimSize(0)
                          << " rows but the source's last dim is "
                          << type.getShape().back();
+  return success();
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *context,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  // The source's last dim becomes the weight's columns.
+  auto type = cast<RaggedTensorType>(adaptor.getSource().getType());
+  auto weight = dyn_cast<RankedTensorType>(adaptor.getWeight().getType());
+  if (type.getTrailingDims().empty())
+    return emitOptionalError(loc,
+                             "'ragged.matmul' op needs a dense last dim after "
+                             "the ragged dims, got ",
+                             type);
+  if (!weight || weight.getRank() != 2)
+    return emitOptionalError(loc,
+                             "'ragged.matmul' op weight must be a 2-D "
+                             "tensor, got ",
+                             adaptor.getWeight().getType());
   SmallVector<int64_t> shape(type.getShape());
   shape.back() = weight.getDimSize(1);
-  auto expected = RaggedTensorType::get(
-      getContext(), type.getBatch(), shape, type.getSymbols(),
-      type.getParents(), type.getElementType(), type.getEncoding());
-  return requireSameType(*this, expected, getResult().getType(), "result type");
+  types.push_back(RaggedTensorType::get(
+      context, type.getBatch(), shape, type.getSymbols(), type.getParents(),
+      type.getElementType(), type.getEncoding()));
+  return success();
 }
 
 Type ReduceOp::inferResultType(RaggedTensorType type) {
@@ -327,8 +405,15 @@ LogicalResult ReduceOp::verify() {
     return emitOpError() << stringifyReduceKind(getKind())
                          << " needs an explicit `empty` value for empty "
                             "segments (e.g. -inf)";
-  return requireSameType(*this, inferResultType(type), getResult().getType(),
-                         "result type");
+  return success();
+}
+
+LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  types.push_back(
+      inferResultType(cast<RaggedTensorType>(adaptor.getSource().getType())));
+  return success();
 }
 
 LogicalResult BroadcastOp::verify() {
@@ -384,22 +469,50 @@ static RaggedTensorType pairType(RaggedTensorType heads) {
                                heads.getEncoding());
 }
 
+/// The inferred type of an op over `[B, L(b), H, d]` operands: `result(heads)`
+/// once `heads` has that layout.
+static LogicalResult inferOverHeads(std::optional<Location> loc, StringRef op,
+                                    StringRef what, Type heads,
+                                    function_ref<Type(RaggedTensorType)> result,
+                                    SmallVectorImpl<Type> &types) {
+  auto type = cast<RaggedTensorType>(heads);
+  if (!isSequence(type) || type.getItemRank() != 3)
+    return emitOptionalError(loc, "'ragged.", op, "' op ", what,
+                             " must be [B, L(b), heads, head_dim], got ", type);
+  types.push_back(result(type));
+  return success();
+}
+
+LogicalResult ScoresOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  return inferOverHeads(loc, "scores", "query", adaptor.getQuery().getType(),
+                        pairType, types);
+}
+
 LogicalResult ScoresOp::verify() {
   auto q = cast<RaggedTensorType>(getQuery().getType());
-  if (failed(requireHeads(*this, q, "query")) ||
-      failed(requireSameType(*this, q, getKey().getType(), "key type")))
+  if (failed(requireHeads(*this, q, "query")))
     return failure();
-  return requireSameType(*this, pairType(q), getResult().getType(),
-                         "result type");
+  return requireSameType(*this, q, getKey().getType(), "key type");
+}
+
+LogicalResult ApplyOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  return inferOverHeads(
+      loc, "apply", "values", adaptor.getValues().getType(),
+      [](RaggedTensorType v) -> Type { return v; }, types);
 }
 
 LogicalResult ApplyOp::verify() {
   auto v = cast<RaggedTensorType>(getValues().getType());
-  if (failed(requireHeads(*this, v, "values")) ||
-      failed(requireSameType(*this, pairType(v), getWeights().getType(),
-                             "weights type")))
+  if (failed(requireHeads(*this, v, "values")))
     return failure();
-  return requireSameType(*this, v, getResult().getType(), "result type");
+  return requireSameType(*this, pairType(v), getWeights().getType(),
+                         "weights type");
 }
 
 /// `[B, L(b), H, 1]`: one value per query row and head of `heads`.
@@ -454,20 +567,36 @@ LogicalResult GatherOp::verify() {
   auto table = cast<RankedTensorType>(getTable().getType());
   if (!ids.getElementType().isSignlessInteger(64))
     return emitOpError() << "ids must be i64, got " << ids.getElementType();
-  if (!ids.getTrailingDims().empty())
-    return emitOpError() << "ids must end with a ragged dim (one id per "
-                            "position), got "
-                         << ids;
   if (!table.getElementType().isIntOrIndexOrFloat())
     return emitOpError() << "table element type must be an integer, index or "
                             "float type, got "
                          << table.getElementType();
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *context,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  // One table row per id: `[B, L(b)] -> [B, L(b), D]`.
+  auto ids = cast<RaggedTensorType>(adaptor.getIds().getType());
+  auto table = dyn_cast<RankedTensorType>(adaptor.getTable().getType());
+  if (!ids.getTrailingDims().empty())
+    return emitOptionalError(loc,
+                             "'ragged.gather' op ids must end with a ragged "
+                             "dim (one id per position), got ",
+                             ids);
+  if (!table || table.getRank() != 2)
+    return emitOptionalError(loc,
+                             "'ragged.gather' op table must be a 2-D "
+                             "tensor, got ",
+                             adaptor.getTable().getType());
   SmallVector<int64_t> shape(ids.getShape());
   shape.push_back(table.getDimSize(1));
-  auto expected = RaggedTensorType::get(
-      getContext(), ids.getBatch(), shape, ids.getSymbols(), ids.getParents(),
-      table.getElementType(), ids.getEncoding());
-  return requireSameType(*this, expected, getResult().getType(), "result type");
+  types.push_back(RaggedTensorType::get(
+      context, ids.getBatch(), shape, ids.getSymbols(), ids.getParents(),
+      table.getElementType(), ids.getEncoding()));
+  return success();
 }
 
 /// Same batch, trailing dims and element type; a fresh symbol for `result`.

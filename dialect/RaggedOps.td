@@ -45,7 +45,7 @@ def Ragged_PackOp : Ragged_Op<"pack"> {
   }];
 }
 
-def Ragged_ValuesOp : Ragged_Op<"values"> {
+def Ragged_ValuesOp : Ragged_Op<"values", [InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "The packed values buffer of a ragged tensor";
   let description = [{
     Returns the values of every item, one after another, as a dense tensor
@@ -60,7 +60,7 @@ def Ragged_ValuesOp : Ragged_Op<"values"> {
   let assemblyFormat = "$source attr-dict `:` qualified(type($source)) `->` type($values)";
 }
 
-def Ragged_OffsetsOp : Ragged_Op<"offsets"> {
+def Ragged_OffsetsOp : Ragged_Op<"offsets", [InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "The int64 offsets partition of one symbol";
   let description = [{
     Returns the `n + 1` offsets of `symbol`, where `n` is the number of outer
@@ -100,7 +100,7 @@ def Ragged_FlattenOp : Ragged_Op<"flatten"> {
   }];
 }
 
-def Ragged_ToPaddedOp : Ragged_Op<"to_padded"> {
+def Ragged_ToPaddedOp : Ragged_Op<"to_padded", [InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Pads every item to the largest extent of each ragged dim";
   let description = [{
     Returns a dense tensor `[batch, item dims...]` where each ragged dim has
@@ -142,7 +142,7 @@ def Ragged_FromPaddedOp : Ragged_Op<"from_padded"> {
   }];
 }
 
-def Ragged_MaskOp : Ragged_Op<"mask"> {
+def Ragged_MaskOp : Ragged_Op<"mask", [InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Validity mask of the padded form";
   let description = [{
     Returns an `i1` tensor `[batch, ragged dims...]` (dense dims dropped), true
@@ -160,7 +160,7 @@ def Ragged_MaskOp : Ragged_Op<"mask"> {
 // Not Pure: the check is the op's purpose, so it must run even when its
 // result is unused. Like cf.assert, which it lowers to, it may abort the call,
 // modelled as a write to the default resource.
-def Ragged_MatchOp : Ragged_OpBase<"match", [MemoryEffects<[MemWrite]>]> {
+def Ragged_MatchOp : Ragged_OpBase<"match", [MemoryEffects<[MemWrite]>, InferTypeOpAdaptor]> {
   let summary = "Runtime check that two ragged tensors share their partitions";
   let description = [{
     Where symbols cannot prove that `source` and `reference` share their
@@ -236,7 +236,7 @@ def Ragged_BinaryOp : Ragged_Op<"binary", [AllTypesMatch<["lhs", "result"]>]> {
   }]>];
 }
 
-def Ragged_MatmulOp : Ragged_Op<"matmul"> {
+def Ragged_MatmulOp : Ragged_Op<"matmul", [InferTypeOpAdaptor]> {
   let summary = "Ragged tensor times a dense weight over the last dim";
   let description = [{
     `[B, ..., K] x [K, N] -> [B, ..., N]`: every real row times `weight`.
@@ -257,7 +257,7 @@ def Ragged_MatmulOp : Ragged_Op<"matmul"> {
   }];
 }
 
-def Ragged_ReduceOp : Ragged_Op<"reduce"> {
+def Ragged_ReduceOp : Ragged_Op<"reduce", [InferTypeOpAdaptor]> {
   let summary = "Sum, mean, max or min over the innermost ragged dim";
   let description = [{
     Reduces over the last ragged dim, which must be the only ragged dim of the
@@ -368,7 +368,7 @@ def Ragged_LayerNormOp : Ragged_Op<"layer_norm", [AllTypesMatch<["source", "resu
   }];
 }
 
-def Ragged_ScoresOp : Ragged_Op<"scores"> {
+def Ragged_ScoresOp : Ragged_Op<"scores", [InferTypeOpAdaptor]> {
   let summary = "Per-item, per-head Q times K transposed: ragged in two dims";
   let description = [{
     `[B, L(b), H, d] x [B, L(b), H, d] -> [B, L(b), L(b), H]`, `scale * q . k`
@@ -391,7 +391,7 @@ def Ragged_ScoresOp : Ragged_Op<"scores"> {
   }];
 }
 
-def Ragged_ApplyOp : Ragged_Op<"apply"> {
+def Ragged_ApplyOp : Ragged_Op<"apply", [InferTypeOpAdaptor]> {
   let summary = "Per-item, per-head weights times values";
   let description = [{
     `[B, L(b), L(b), H] x [B, L(b), H, d] -> [B, L(b), H, d]`: for every
@@ -525,7 +525,7 @@ def Ragged_AttentionGradOp : Ragged_Op<"attention_grad",
   }];
 }
 
-def Ragged_GatherOp : Ragged_Op<"gather"> {
+def Ragged_GatherOp : Ragged_Op<"gather", [InferTypeOpAdaptor]> {
   let summary = "Embedding lookup: ragged token ids to rows of a table";
   let description = [{
     `table[V, D]` indexed by ragged int64 `ids [B, L(b)]` gives

@@ -94,20 +94,26 @@ def tensor(*dims: int | None, dtype: str = "f32") -> _Spec:
     return _Spec("tensor", None, tuple(dims), dtype)
 
 
-def _create(name: str, results: Sequence[ir.Type], operands: Sequence, attributes: dict | None = None):
-    """Creates one op and verifies it at once, so that a type error is a
-    ValueError at the builder call that made it (not at module_text)."""
-    op = ir.Operation.create(
-        name,
-        results=list(results),
-        operands=[o.value if isinstance(o, _Value) else o for o in operands],
-        attributes=attributes or {},
-    )
+def _diagnostics(e: ir.MLIRError) -> str:
+    return "; ".join(str(d.message) for d in e.error_diagnostics) or str(e)
+
+
+def _build(op_class: type, *args, **kwargs) -> ir.OpView:
+    """Creates one op through its generated class (result types inferred by
+    the op where it declares them so) and verifies it at once, so that a type
+    error is a ValueError at the builder call that made it (not at
+    module_text)."""
+    args = [a.value if isinstance(a, _Value) else a for a in args]
+    kwargs = {k: v.value if isinstance(v, _Value) else v for k, v in kwargs.items()}
+    try:
+        op = op_class(*args, **kwargs)
+    except ir.MLIRError as e:
+        raise ValueError(_diagnostics(e)) from None
     try:
         op.verify()
     except ir.MLIRError as e:
-        op.erase()
-        raise ValueError("; ".join(str(d.message) for d in e.error_diagnostics) or str(e)) from None
+        op.operation.erase()
+        raise ValueError(_diagnostics(e)) from None
     return op
 
 
@@ -156,10 +162,6 @@ def _scalar_attr(ty: ir.Type, v: float, what: str) -> ir.Attribute:
             raise ValueError(f"{what}: expected an integer for element type {ty}, got {v!r}")
         return ir.IntegerAttr.get(ty, int(v))
     return _float_attr(ty, v)
-
-
-def _dynamic(d: int | None) -> int:
-    return ir.ShapedType.get_dynamic_size() if d is None else d
 
 
 def _tensor_dims(t: ir.RankedTensorType) -> list[int | None]:
@@ -229,7 +231,7 @@ class RaggedValue(_Value):
 
     # elementwise ---------------------------------------------------------
     def _unary(self, fn: str) -> RaggedValue:
-        return _wrap(_create("ragged.unary", [self.type], [self], {"fn": _enum("unary_fn", fn)}).result)
+        return _wrap(_build(ragged_d.UnaryOp, _enum("unary_fn", fn), self).result)
 
     def neg(self):
         return self._unary("neg")
@@ -264,9 +266,7 @@ class RaggedValue(_Value):
     def _binary(self, fn: str, other: _Value) -> RaggedValue:
         if not isinstance(other, _Value):
             raise TypeError(f"other: expected a RaggedValue or TensorValue, got {type(other).__name__}")
-        return _wrap(
-            _create("ragged.binary", [self.type], [self, other], {"fn": _enum("binary_fn", fn)}).result
-        )
+        return _wrap(_build(ragged_d.BinaryOp, _enum("binary_fn", fn), self, other).result)
 
     def __add__(self, o):
         return self._binary("add", o)
@@ -289,20 +289,17 @@ class RaggedValue(_Value):
     # per token -----------------------------------------------------------
     def matmul(self, weight: TensorValue) -> RaggedValue:
         _require(weight, TensorValue, "weight")
-        wt = weight.type
-        if wt.rank != 2:
-            raise ValueError(f"weight: expected a [K, N] tensor, got {wt}")
-        dims = list(self.rtype.dims)
-        dims[-1] = None if wt.is_dynamic_dim(1) else wt.shape[1]
-        return _wrap(_create("ragged.matmul", [_ragged_type(self.rtype, dims)], [self, weight]).result)
+        if weight.type.rank != 2:
+            raise ValueError(f"weight: expected a [K, N] tensor, got {weight.type}")
+        return _wrap(_build(ragged_d.MatmulOp, self, weight).result)
 
     __matmul__ = matmul
 
     def layer_norm(self, gamma: TensorValue, beta: TensorValue, epsilon: float = 1e-5) -> RaggedValue:
         _require(gamma, TensorValue, "gamma")
         _require(beta, TensorValue, "beta")
-        attrs = {"epsilon": _float_attr(ir.F64Type.get(), epsilon)}
-        return _wrap(_create("ragged.layer_norm", [self.type], [self, gamma, beta], attrs).result)
+        epsilon = _float_attr(ir.F64Type.get(), epsilon)
+        return _wrap(_build(ragged_d.LayerNormOp, self, gamma, beta, epsilon=epsilon).result)
 
     # per segment ---------------------------------------------------------
     def reduce(self, kind: str, empty: float | None = None) -> _Value:
@@ -314,23 +311,12 @@ class RaggedValue(_Value):
             raise ValueError(f"kind: expected one of {kinds}, got {kind!r}")
         if empty is None and kind in ("max", "min"):
             raise ValueError(f"empty: reduce {kind!r} needs the value of an empty segment (e.g. -math.inf)")
-        t = self.rtype
-        dims = list(t.dims)
-        last = max(i for i, d in enumerate(dims) if isinstance(d, ragged_d.Ragged))
-        del dims[last]
-        if any(isinstance(d, ragged_d.Ragged) for d in dims):
-            result = _ragged_type(t, dims)
-        else:
-            dyn = ir.ShapedType.get_dynamic_size()
-            shape = [dyn if t.batch_size is None else t.batch_size] + [dyn if d is None else d for d in dims]
-            result = ir.RankedTensorType.get(shape, t.element_type)
-        attrs = {"kind": _enum("reduce_kind", kind)}
         if empty is not None:
-            attrs["empty"] = _float_attr(t.element_type, empty)
-        return _wrap(_create("ragged.reduce", [result], [self], attrs).result)
+            empty = _float_attr(self.rtype.element_type, empty)
+        return _wrap(_build(ragged_d.ReduceOp, _enum("reduce_kind", kind), self, empty=empty).result)
 
     def softmax(self) -> RaggedValue:
-        return _wrap(_create("ragged.softmax", [self.type], [self]).result)
+        return _wrap(_build(ragged_d.SoftmaxOp, self).result)
 
     # images --------------------------------------------------------------
     def _image(self, what: str) -> tuple[ragged_d.Ragged, ragged_d.Ragged, int]:
@@ -368,24 +354,26 @@ class RaggedValue(_Value):
             _require(bias, TensorValue, "bias")
         wins = windows(wt.shape[:2], stride, padding, dilation, False)
         result = _ragged_type(self.rtype, [*window_dims(h, w, wins), wt.shape[3]])
-        attrs = _window_attrs(wins)
-        attrs["groups"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), groups)
-        operands = [self, weight] + ([bias] if bias is not None else [])
-        return _wrap(_create("ragged.conv2d", [result], operands, attrs).result)
+        groups = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), groups)
+        op = _build(ragged_d.Conv2dOp, result, self, weight, bias=bias, groups=groups, **_window_attrs(wins))
+        return _wrap(op.result)
 
     def _pool(self, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad) -> RaggedValue:
         h, w, c = self._image(f"{kind} pooling")
         kernel = _pair(kernel, "kernel")
         wins = windows(kernel, kernel if stride is None else stride, padding, dilation, ceil_mode)
         result = _ragged_type(self.rtype, [*window_dims(h, w, wins), c])
-        attrs = _window_attrs(wins)
-        attrs["kind"] = _enum("reduce_kind", kind)
-        attrs["kernel"] = ir.DenseI64ArrayAttr.get(list(kernel))
-        if ceil_mode:
-            attrs["ceil_mode"] = ir.UnitAttr.get()
-        if count_include_pad:
-            attrs["count_include_pad"] = ir.UnitAttr.get()
-        return _wrap(_create("ragged.pool2d", [result], [self], attrs).result)
+        op = _build(
+            ragged_d.Pool2dOp,
+            result,
+            _enum("reduce_kind", kind),
+            self,
+            ir.DenseI64ArrayAttr.get(list(kernel)),
+            ceil_mode=ir.UnitAttr.get() if ceil_mode else None,
+            count_include_pad=ir.UnitAttr.get() if count_include_pad else None,
+            **_window_attrs(wins),
+        )
+        return _wrap(op.result)
 
     def max_pool2d(self, kernel, stride=None, padding=0, dilation=1, ceil_mode: bool = False) -> RaggedValue:
         """``torch.nn.functional.max_pool2d`` on each image (stride defaults
@@ -414,7 +402,7 @@ class RaggedValue(_Value):
             )
         symbol = symbol or "".join(d.symbol for d in dims[:lead])
         result = _ragged_type(t, [ragged_d.Ragged(symbol), *dims[lead:]])
-        return _wrap(_create("ragged.flatten", [result], [self]).result)
+        return _wrap(_build(ragged_d.FlattenOp, result, self).result)
 
     # structure -----------------------------------------------------------
     def reshape(self, *dims: int) -> RaggedValue:
@@ -423,7 +411,6 @@ class RaggedValue(_Value):
         back; ``reshape()`` of one element per row gives ``[B, L(b)]``:
         ``ragged.values``, a collapse and/or expand of the packed values,
         and ``ragged.pack`` with the same offsets (no data moves)."""
-        from .dialects import ragged as rd
         from .dialects import tensor as td
 
         t = self.rtype
@@ -438,8 +425,8 @@ class RaggedValue(_Value):
         dyn = ir.ShapedType.get_dynamic_size()
         elem = t.element_type
         i64 = ir.IntegerType.get_signless(64)
-        values = rd.values(ir.RankedTensorType.get([dyn, *trailing], elem), self.value)
-        offsets = rd.offsets(ir.RankedTensorType.get([dyn], i64), self.value, item[0].symbol)
+        values = ragged_d.values(self.value)
+        offsets = ragged_d.offsets(self.value, item[0].symbol)
 
         def groups(*gs: list[int]) -> ir.ArrayAttr:
             return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g]) for g in gs])
@@ -464,26 +451,17 @@ class RaggedValue(_Value):
         elif not dims:
             values = td.CollapseShapeOp(out, values, groups([0, 1])).result
         result = ragged_d.RaggedTensorType.get(t.batch_size, [item[0], *dims], elem, t.encoding)
-        return _wrap(rd.pack(result, values, [offsets]))
+        return _wrap(ragged_d.pack(result, values, [offsets]))
 
     def to_padded(self, padding: float = 0.0) -> TensorValue:
         """``[batch, item dims...]``, every ragged dim padded with ``padding``
         to its largest extent."""
-        t = self.rtype
-        dyn = ir.ShapedType.get_dynamic_size()
-        shape = [dyn if t.batch_size is None else t.batch_size]
-        shape += [dyn if d is None or isinstance(d, ragged_d.Ragged) else d for d in t.dims]
-        result = ir.RankedTensorType.get(shape, t.element_type)
-        attrs = {"padding": _scalar_attr(t.element_type, padding, "padding")}
-        return _wrap(_create("ragged.to_padded", [result], [self], attrs).result)
+        padding = _scalar_attr(self.rtype.element_type, padding, "padding")
+        return _wrap(_build(ragged_d.ToPaddedOp, self, padding).result)
 
     def values(self) -> TensorValue:
         """The packed values buffer ``[rows, trailing dense dims...]``."""
-        t = self.rtype
-        last = max(i for i, d in enumerate(t.dims) if isinstance(d, ragged_d.Ragged))
-        shape = [ir.ShapedType.get_dynamic_size()] + [_dynamic(d) for d in t.dims[last + 1 :]]
-        result = ir.RankedTensorType.get(shape, t.element_type)
-        return _wrap(_create("ragged.values", [result], [self]).result)
+        return _wrap(_build(ragged_d.ValuesOp, self).result)
 
     def offsets(self, symbol: str) -> TensorValue:
         """The int64 offsets of ``symbol`` (``n + 1`` for ``n`` outer items)."""
@@ -492,26 +470,16 @@ class RaggedValue(_Value):
             raise ValueError(
                 f"symbol: expected one of {t.distinct_symbols} (the ragged dims of {t}), got {symbol!r}"
             )
-        parent = next(d.parent for d in t.dims if isinstance(d, ragged_d.Ragged) and d.symbol == symbol)
-        n = t.batch_size if parent is None else None
-        shape = [ir.ShapedType.get_dynamic_size() if n is None else n + 1]
-        result = ir.RankedTensorType.get(shape, ir.IntegerType.get_signless(64))
-        attrs = {"symbol": ir.StringAttr.get(symbol)}
-        return _wrap(_create("ragged.offsets", [result], [self], attrs).result)
+        return _wrap(_build(ragged_d.OffsetsOp, self, ir.StringAttr.get(symbol)).result)
 
     def mask(self) -> TensorValue:
-        t = self.rtype
-        dyn = ir.ShapedType.get_dynamic_size()
-        shape = [dyn if t.batch_size is None else t.batch_size] + [dyn] * len(t.symbols)
-        result = ir.RankedTensorType.get(shape, ir.IntegerType.get_signless(1))
-        return _wrap(_create("ragged.mask", [result], [self]).result)
+        """``i1 [batch, ragged dims...]``: true where the padded form holds
+        a real element."""
+        return _wrap(_build(ragged_d.MaskOp, self).result)
 
 
 def _attention_attrs(scale: float, causal: bool) -> dict:
-    attrs = {"scale": _float_attr(ir.F64Type.get(), scale)}
-    if causal:
-        attrs["causal"] = ir.UnitAttr.get()
-    return attrs
+    return {"scale": _float_attr(ir.F64Type.get(), scale), "causal": ir.UnitAttr.get() if causal else None}
 
 
 def attention(
@@ -520,7 +488,8 @@ def attention(
     """softmax(scale * q kᵀ [+ causal mask]) v on [B, L(b), heads, head_dim]."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         _require(x, RaggedValue, name)
-    return _wrap(_create("ragged.attention", [q.type], [q, k, v], _attention_attrs(scale, causal)).result)
+    op = _build(ragged_d.AttentionOp, q.type, None, q, k, v, **_attention_attrs(scale, causal))
+    return _wrap(op.result)
 
 
 def scores(q: RaggedValue, k: RaggedValue, scale: float = 1.0, causal: bool = False) -> RaggedValue:
@@ -528,12 +497,10 @@ def scores(q: RaggedValue, k: RaggedValue, scale: float = 1.0, causal: bool = Fa
     ``[B, L(b), L(b), H]`` (``-inf`` above the diagonal when ``causal``)."""
     _require(q, RaggedValue, "q")
     _require(k, RaggedValue, "k")
-    t = q.rtype
-    dims = t.dims
+    dims = q.rtype.dims
     if len(dims) != 3 or not isinstance(dims[0], ragged_d.Ragged):
-        raise ValueError(f"q: expected [B, L(b), heads, head_dim], got {t}")
-    result = _ragged_type(t, [dims[0], dims[0], dims[1]])
-    return _wrap(_create("ragged.scores", [result], [q, k], _attention_attrs(scale, causal)).result)
+        raise ValueError(f"q: expected [B, L(b), heads, head_dim], got {q.type}")
+    return _wrap(_build(ragged_d.ScoresOp, q, k, **_attention_attrs(scale, causal)).result)
 
 
 def apply(weights: RaggedValue, values: RaggedValue) -> RaggedValue:
@@ -541,7 +508,7 @@ def apply(weights: RaggedValue, values: RaggedValue) -> RaggedValue:
     ``values [B, L(b), H, d]`` -> ``[B, L(b), H, d]``."""
     _require(weights, RaggedValue, "weights")
     _require(values, RaggedValue, "values")
-    return _wrap(_create("ragged.apply", [values.type], [weights, values]).result)
+    return _wrap(_build(ragged_d.ApplyOp, weights, values).result)
 
 
 def gather(table: TensorValue, ids: RaggedValue) -> RaggedValue:
@@ -550,10 +517,7 @@ def gather(table: TensorValue, ids: RaggedValue) -> RaggedValue:
     _require(ids, RaggedValue, "ids")
     if table.type.rank != 2:
         raise ValueError(f"table: expected a [V, D] tensor, got {table.type}")
-    t = ids.rtype
-    width = table.type.shape[1] if not table.type.is_dynamic_dim(1) else None
-    result = _ragged_type(t, list(t.dims) + [width], table.type.element_type)
-    return _wrap(_create("ragged.gather", [result], [table, ids]).result)
+    return _wrap(_build(ragged_d.GatherOp, table, ids).result)
 
 
 def concat(a: RaggedValue, b: RaggedValue, symbol: str) -> RaggedValue:
@@ -561,7 +525,7 @@ def concat(a: RaggedValue, b: RaggedValue, symbol: str) -> RaggedValue:
     _require(a, RaggedValue, "a")
     _require(b, RaggedValue, "b")
     dims = [ragged_d.Ragged(symbol)] + list(a.rtype.dims[1:])
-    return _wrap(_create("ragged.concat", [_ragged_type(a.rtype, dims)], [a, b]).result)
+    return _wrap(_build(ragged_d.ConcatOp, _ragged_type(a.rtype, dims), a, b).result)
 
 
 def split(x: RaggedValue, lengths: TensorValue, symbols: tuple[str, str]) -> tuple[RaggedValue, RaggedValue]:
@@ -571,7 +535,7 @@ def split(x: RaggedValue, lengths: TensorValue, symbols: tuple[str, str]) -> tup
     if len(symbols) != 2:
         raise ValueError(f"symbols: expected two fresh symbols (head, tail), got {symbols!r}")
     types = [_ragged_type(x.rtype, [ragged_d.Ragged(s)] + list(x.rtype.dims[1:])) for s in symbols]
-    op = _create("ragged.split", types, [x, lengths])
+    op = _build(ragged_d.SplitOp, *types, x, lengths)
     return _wrap(op.results[0]), _wrap(op.results[1])
 
 
@@ -590,7 +554,7 @@ def pack(values: TensorValue, partitions: Sequence[TensorValue], spec: _Spec) ->
         raise ValueError(
             f"spec: dtype {spec.dtype} does not match the values' element type {values.type.element_type}"
         )
-    return _wrap(_create("ragged.pack", [result], [values, *partitions]).result)
+    return _wrap(_build(ragged_d.PackOp, result, values, [p.value for p in partitions]).result)
 
 
 def from_padded(padded: TensorValue, lengths: Sequence[TensorValue], *dims: int | str | None) -> RaggedValue:
@@ -606,7 +570,7 @@ def from_padded(padded: TensorValue, lengths: Sequence[TensorValue], *dims: int 
         raise ValueError(f"dims: expected {pt.rank - 1} item dims for padded {pt}, got {len(dims)}")
     batch = None if pt.is_dynamic_dim(0) else pt.shape[0]
     result = ragged_d.RaggedTensorType.get(batch, _ragged_dims(dims), pt.element_type)
-    return _wrap(_create("ragged.from_padded", [result], [padded, *lengths]).result)
+    return _wrap(_build(ragged_d.FromPaddedOp, result, padded, [n.value for n in lengths]).result)
 
 
 def match(source: RaggedValue, reference: RaggedValue) -> RaggedValue:
@@ -614,8 +578,7 @@ def match(source: RaggedValue, reference: RaggedValue) -> RaggedValue:
     check that their partitions are equal (a mismatch fails the call)."""
     _require(source, RaggedValue, "source")
     _require(reference, RaggedValue, "reference")
-    result = _ragged_type(reference.rtype, reference.rtype.dims, source.rtype.element_type)
-    return _wrap(_create("ragged.match", [result], [source, reference]).result)
+    return _wrap(_build(ragged_d.MatchOp, source, reference).result)
 
 
 class Program:

@@ -52,7 +52,7 @@ with ir.Context(), ir.Location.unknown():
         )
     except ir.MLIRError as e:
         print(e)
-    # CHECK: error: "-":2:8: 'ragged.values' op values dim 1 is 5 but the ragged type needs 4
+    # CHECK: error: "-":2:8: 'ragged.values' op inferred type(s) 'tensor<?x4xf32>' are incompatible with return type(s) of operation 'tensor<?x5xf32>'
 
     # Op builders from ODS.
     module = ir.Module.parse("""
@@ -63,6 +63,16 @@ with ir.Context(), ir.Location.unknown():
     op = module.body.operations[0].regions[0].blocks[0].operations[0]
     # CHECK: OffsetsOp "L"
     print(type(op).__name__, op.symbol)
+
+    # Ops whose result type follows from the operands infer it: the
+    # generated builders take no result type.
+    x = module.body.operations[0].regions[0].blocks[0].arguments[0]
+    with ir.InsertionPoint(module.body.operations[0].regions[0].blocks[0].operations[0]):
+        w = ir.Operation.create("tensor.empty", results=[ir.RankedTensorType.get([4, 6], f32)]).result
+        y = ragged.matmul(x, w)
+        # CHECK: !ragged.tensor<?, [L], 6, f32> tensor<?x6xf32> tensor<?x?xi1> tensor<?x6xf32>
+        total = ragged.reduce(ir.Attribute.parse("#ragged.reduce_kind<sum>"), y)
+        print(y.type, ragged.values(y).type, ragged.mask(y).type, total.type)
 
 # Builders: a multi-head split and merge of the trailing dims.
 from ragged_mlir.builders import Program, ragged

@@ -128,7 +128,8 @@ func.func @matmul_no_dense(%x: !ragged.tensor<?, 8, [L], f32>, %w: tensor<8x3xf3
 
 // matmul: the result replaces the last dim by the weight columns.
 func.func @matmul_result(%x: !ragged.tensor<?, [L], 8, f32>, %w: tensor<8x3xf32>) {
-  // expected-error @+1 {{'ragged.matmul' op result type must be '!ragged.tensor<?, [L], 3, f32>', got '!ragged.tensor<?, [L], 8, f32>'}}
+  // expected-error @+2 {{'ragged.matmul' op inferred type(s) '!ragged.tensor<?, [L], 3, f32>' are incompatible with return type(s) of operation '!ragged.tensor<?, [L], 8, f32>'}}
+  // expected-error @+1 {{'ragged.matmul' op failed to infer returned types}}
   %y = ragged.matmul %x, %w : !ragged.tensor<?, [L], 8, f32>, tensor<8x3xf32> -> !ragged.tensor<?, [L], 8, f32>
   return
 }
@@ -233,7 +234,8 @@ func.func @reduce_empty_int(%x: !ragged.tensor<?, [L], 8, f32>) {
 
 // reduce: the result drops the reduced dim: dense [B, D] for a sequence...
 func.func @reduce_result(%x: !ragged.tensor<?, [L], 8, f32>) {
-  // expected-error @+1 {{'ragged.reduce' op result type must be 'tensor<?x8xf32>', got 'tensor<?x?x8xf32>'}}
+  // expected-error @+2 {{'ragged.reduce' op inferred type(s) 'tensor<?x8xf32>' are incompatible with return type(s) of operation 'tensor<?x?x8xf32>'}}
+  // expected-error @+1 {{'ragged.reduce' op failed to infer returned types}}
   %y = ragged.reduce <sum> %x : !ragged.tensor<?, [L], 8, f32> -> tensor<?x?x8xf32>
   return
 }
@@ -242,7 +244,8 @@ func.func @reduce_result(%x: !ragged.tensor<?, [L], 8, f32>) {
 
 // ... ragged for a chain ...
 func.func @reduce_result_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) {
-  // expected-error @+1 {{'ragged.reduce' op result type must be '!ragged.tensor<?, [S], 8, f32>', got 'tensor<?x?x8xf32>'}}
+  // expected-error @+2 {{'ragged.reduce' op inferred type(s) '!ragged.tensor<?, [S], 8, f32>' are incompatible with return type(s) of operation 'tensor<?x?x8xf32>'}}
+  // expected-error @+1 {{'ragged.reduce' op failed to infer returned types}}
   %y = ragged.reduce <sum> %x : !ragged.tensor<?, [S], [T(S)], 8, f32> -> tensor<?x?x8xf32>
   return
 }
@@ -251,7 +254,8 @@ func.func @reduce_result_nested(%x: !ragged.tensor<?, [S], [T(S)], 8, f32>) {
 
 // ... with the static batch of the source.
 func.func @reduce_result_static(%x: !ragged.tensor<4, [L], 8, f32>) {
-  // expected-error @+1 {{'ragged.reduce' op result type must be 'tensor<4x8xf32>', got 'tensor<?x8xf32>'}}
+  // expected-error @+2 {{'ragged.reduce' op inferred type(s) 'tensor<4x8xf32>' are incompatible with return type(s) of operation 'tensor<?x8xf32>'}}
+  // expected-error @+1 {{'ragged.reduce' op failed to infer returned types}}
   %y = ragged.reduce <sum> %x : !ragged.tensor<4, [L], 8, f32> -> tensor<?x8xf32>
   return
 }
@@ -372,7 +376,8 @@ func.func @scores_key(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<
 
 // scores: the result is [B, L(b), L(b), heads].
 func.func @scores_result(%q: !ragged.tensor<?, [L], 2, 4, f32>) {
-  // expected-error @+1 {{'ragged.scores' op result type must be '!ragged.tensor<?, [L], [L], 2, f32>', got '!ragged.tensor<?, [L], [L], 4, f32>'}}
+  // expected-error @+2 {{'ragged.scores' op inferred type(s) '!ragged.tensor<?, [L], [L], 2, f32>' are incompatible with return type(s) of operation '!ragged.tensor<?, [L], [L], 4, f32>'}}
+  // expected-error @+1 {{'ragged.scores' op failed to infer returned types}}
   %s = ragged.scores %q, %q : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32> -> !ragged.tensor<?, [L], [L], 4, f32>
   return
 }
@@ -381,7 +386,8 @@ func.func @scores_result(%q: !ragged.tensor<?, [L], 2, 4, f32>) {
 
 // scores: the result keeps a static batch.
 func.func @scores_static_batch(%q: !ragged.tensor<4, [L], 2, 4, f32>) {
-  // expected-error @+1 {{'ragged.scores' op result type must be '!ragged.tensor<4, [L], [L], 2, f32>', got '!ragged.tensor<?, [L], [L], 2, f32>'}}
+  // expected-error @+2 {{'ragged.scores' op inferred type(s) '!ragged.tensor<4, [L], [L], 2, f32>' are incompatible with return type(s) of operation '!ragged.tensor<?, [L], [L], 2, f32>'}}
+  // expected-error @+1 {{'ragged.scores' op failed to infer returned types}}
   %s = ragged.scores %q, %q : !ragged.tensor<4, [L], 2, 4, f32>, !ragged.tensor<4, [L], 2, 4, f32> -> !ragged.tensor<?, [L], [L], 2, f32>
   return
 }
@@ -417,7 +423,8 @@ func.func @apply_int(%w: !ragged.tensor<?, [L], [L], 2, i32>, %v: !ragged.tensor
 
 // apply: the result has the type of values.
 func.func @apply_result(%w: !ragged.tensor<?, [L], [L], 2, f32>, %v: !ragged.tensor<?, [L], 2, 4, f32>) {
-  // expected-error @+1 {{'ragged.apply' op result type must be '!ragged.tensor<?, [L], 2, 4, f32>', got '!ragged.tensor<?, [L], 2, 8, f32>'}}
+  // expected-error @+2 {{'ragged.apply' op inferred type(s) '!ragged.tensor<?, [L], 2, 4, f32>' are incompatible with return type(s) of operation '!ragged.tensor<?, [L], 2, 8, f32>'}}
+  // expected-error @+1 {{'ragged.apply' op failed to infer returned types}}
   %o = ragged.apply %w, %v : !ragged.tensor<?, [L], [L], 2, f32>, !ragged.tensor<?, [L], 2, 4, f32> -> !ragged.tensor<?, [L], 2, 8, f32>
   return
 }
@@ -558,7 +565,8 @@ func.func @gather_ids(%t: tensor<10x8xf32>, %ids: !ragged.tensor<?, [L], i32>) {
 
 // ... one per position ...
 func.func @gather_trailing(%t: tensor<10x8xf32>, %ids: !ragged.tensor<?, [L], 2, i64>) {
-  // expected-error @+1 {{'ragged.gather' op ids must end with a ragged dim (one id per position), got '!ragged.tensor<?, [L], 2, i64>'}}
+  // expected-error @+2 {{'ragged.gather' op ids must end with a ragged dim (one id per position), got '!ragged.tensor<?, [L], 2, i64>'}}
+  // expected-error @+1 {{'ragged.gather' op failed to infer returned types}}
   %e = ragged.gather %t[%ids] : tensor<10x8xf32>, !ragged.tensor<?, [L], 2, i64> -> !ragged.tensor<?, [L], 2, 8, f32>
   return
 }
@@ -567,7 +575,8 @@ func.func @gather_trailing(%t: tensor<10x8xf32>, %ids: !ragged.tensor<?, [L], 2,
 
 // ... and the result is [B, L(b), D] of the table element type.
 func.func @gather_result(%t: tensor<10x8xf32>, %ids: !ragged.tensor<?, [L], i64>) {
-  // expected-error @+1 {{'ragged.gather' op result type must be '!ragged.tensor<?, [L], 8, f32>', got '!ragged.tensor<?, [L], 8, f16>'}}
+  // expected-error @+2 {{'ragged.gather' op inferred type(s) '!ragged.tensor<?, [L], 8, f32>' are incompatible with return type(s) of operation '!ragged.tensor<?, [L], 8, f16>'}}
+  // expected-error @+1 {{'ragged.gather' op failed to infer returned types}}
   %e = ragged.gather %t[%ids] : tensor<10x8xf32>, !ragged.tensor<?, [L], i64> -> !ragged.tensor<?, [L], 8, f16>
   return
 }
@@ -575,7 +584,8 @@ func.func @gather_result(%t: tensor<10x8xf32>, %ids: !ragged.tensor<?, [L], i64>
 // -----
 
 func.func @gather_result_dim(%t: tensor<10x8xf32>, %ids: !ragged.tensor<?, [L], i64>) {
-  // expected-error @+1 {{'ragged.gather' op result type must be '!ragged.tensor<?, [L], 8, f32>', got '!ragged.tensor<?, [L], 4, f32>'}}
+  // expected-error @+2 {{'ragged.gather' op inferred type(s) '!ragged.tensor<?, [L], 8, f32>' are incompatible with return type(s) of operation '!ragged.tensor<?, [L], 4, f32>'}}
+  // expected-error @+1 {{'ragged.gather' op failed to infer returned types}}
   %e = ragged.gather %t[%ids] : tensor<10x8xf32>, !ragged.tensor<?, [L], i64> -> !ragged.tensor<?, [L], 4, f32>
   return
 }

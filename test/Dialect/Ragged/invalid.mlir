@@ -147,7 +147,8 @@ func.func @pack_second_partition_size(%v: tensor<?x3xf32>, %h: tensor<?xi64>, %w
 // -----
 
 func.func @values_trailing_dim(%x: !ragged.tensor<?, [L], 384, f32>) {
-  // expected-error @+1 {{'ragged.values' op values dim 1 is 128 but the ragged type needs 384}}
+  // expected-error @+2 {{'ragged.values' op inferred type(s) 'tensor<?x384xf32>' are incompatible with return type(s) of operation 'tensor<?x128xf32>'}}
+  // expected-error @+1 {{'ragged.values' op failed to infer returned types}}
   %v = ragged.values %x : !ragged.tensor<?, [L], 384, f32> -> tensor<?x128xf32>
   return
 }
@@ -155,7 +156,8 @@ func.func @values_trailing_dim(%x: !ragged.tensor<?, [L], 384, f32>) {
 // -----
 
 func.func @values_element_type(%x: !ragged.tensor<?, [L], 384, f32>) {
-  // expected-error @+1 {{'ragged.values' op values element type 'f16' does not match 'f32'}}
+  // expected-error @+2 {{'ragged.values' op inferred type(s) 'tensor<?x384xf32>' are incompatible with return type(s) of operation 'tensor<?x384xf16>'}}
+  // expected-error @+1 {{'ragged.values' op failed to infer returned types}}
   %v = ragged.values %x : !ragged.tensor<?, [L], 384, f32> -> tensor<?x384xf16>
   return
 }
@@ -164,7 +166,8 @@ func.func @values_element_type(%x: !ragged.tensor<?, [L], 384, f32>) {
 
 // The values are [rows, trailing dims...], not the padded form.
 func.func @values_rank(%x: !ragged.tensor<?, [L], 384, f32>) {
-  // expected-error @+1 {{'ragged.values' op values must have rank 2 ([rows, trailing dense dims...]) for '!ragged.tensor<?, [L], 384, f32>', got 3}}
+  // expected-error @+2 {{'ragged.values' op inferred type(s) 'tensor<?x384xf32>' are incompatible with return type(s) of operation 'tensor<?x?x384xf32>'}}
+  // expected-error @+1 {{'ragged.values' op failed to infer returned types}}
   %v = ragged.values %x : !ragged.tensor<?, [L], 384, f32> -> tensor<?x?x384xf32>
   return
 }
@@ -176,7 +179,8 @@ func.func @values_rank(%x: !ragged.tensor<?, [L], 384, f32>) {
 // -----
 
 func.func @offsets_unknown_symbol(%x: !ragged.tensor<?, [L], 384, f32>) {
-  // expected-error @+1 {{'ragged.offsets' op symbol 'M' is not a ragged dim of '!ragged.tensor<?, [L], 384, f32>'}}
+  // expected-error @+2 {{'ragged.offsets' op symbol 'M' is not a ragged dim of '!ragged.tensor<?, [L], 384, f32>'}}
+  // expected-error @+1 {{'ragged.offsets' op failed to infer returned types}}
   %o = ragged.offsets %x["M"] : !ragged.tensor<?, [L], 384, f32> -> tensor<?xi64>
   return
 }
@@ -184,7 +188,8 @@ func.func @offsets_unknown_symbol(%x: !ragged.tensor<?, [L], 384, f32>) {
 // -----
 
 func.func @offsets_size(%x: !ragged.tensor<16, [L], f32>) {
-  // expected-error @+1 {{'ragged.offsets' op offsets of 'L' have 17 entries, result type has 16}}
+  // expected-error @+2 {{'ragged.offsets' op inferred type(s) 'tensor<17xi64>' are incompatible with return type(s) of operation 'tensor<16xi64>'}}
+  // expected-error @+1 {{'ragged.offsets' op failed to infer returned types}}
   %o = ragged.offsets %x["L"] : !ragged.tensor<16, [L], f32> -> tensor<16xi64>
   return
 }
@@ -212,7 +217,8 @@ func.func @to_padded_padding_type(%x: !ragged.tensor<?, [L], 384, f32>) {
 // -----
 
 func.func @to_padded_element_type(%x: !ragged.tensor<?, [L], 384, f32>) {
-  // expected-error @+1 {{'ragged.to_padded' op padded element type 'f16' does not match 'f32'}}
+  // expected-error @+2 {{'ragged.to_padded' op inferred type(s) 'tensor<?x?x384xf32>' are incompatible with return type(s) of operation 'tensor<?x?x384xf16>'}}
+  // expected-error @+1 {{'ragged.to_padded' op failed to infer returned types}}
   %p = ragged.to_padded %x padding(0.0 : f32) : !ragged.tensor<?, [L], 384, f32> -> tensor<?x?x384xf16>
   return
 }
@@ -220,7 +226,8 @@ func.func @to_padded_element_type(%x: !ragged.tensor<?, [L], 384, f32>) {
 // -----
 
 func.func @to_padded_rank(%x: !ragged.tensor<?, [L], 384, f32>) {
-  // expected-error @+1 {{'ragged.to_padded' op padded tensor must have rank 3, got 2}}
+  // expected-error @+2 {{'ragged.to_padded' op inferred type(s) 'tensor<?x?x384xf32>' are incompatible with return type(s) of operation 'tensor<?x384xf32>'}}
+  // expected-error @+1 {{'ragged.to_padded' op failed to infer returned types}}
   %p = ragged.to_padded %x padding(0.0 : f32) : !ragged.tensor<?, [L], 384, f32> -> tensor<?x384xf32>
   return
 }
@@ -228,7 +235,8 @@ func.func @to_padded_rank(%x: !ragged.tensor<?, [L], 384, f32>) {
 // -----
 
 func.func @to_padded_dense_dim(%x: !ragged.tensor<?, [L], 384, f32>) {
-  // expected-error @+1 {{'ragged.to_padded' op padded dim 2 is 128 but the ragged type has 384}}
+  // expected-error @+2 {{'ragged.to_padded' op inferred type(s) 'tensor<?x?x384xf32>' are incompatible with return type(s) of operation 'tensor<?x?x128xf32>'}}
+  // expected-error @+1 {{'ragged.to_padded' op failed to infer returned types}}
   %p = ragged.to_padded %x padding(0.0 : f32) : !ragged.tensor<?, [L], 384, f32> -> tensor<?x?x128xf32>
   return
 }
@@ -236,7 +244,8 @@ func.func @to_padded_dense_dim(%x: !ragged.tensor<?, [L], 384, f32>) {
 // -----
 
 func.func @to_padded_batch(%x: !ragged.tensor<4, [L], f32>) {
-  // expected-error @+1 {{'ragged.to_padded' op padded batch 8 does not match 4}}
+  // expected-error @+2 {{'ragged.to_padded' op inferred type(s) 'tensor<4x?xf32>' are incompatible with return type(s) of operation 'tensor<8x?xf32>'}}
+  // expected-error @+1 {{'ragged.to_padded' op failed to infer returned types}}
   %p = ragged.to_padded %x padding(0.0 : f32) : !ragged.tensor<4, [L], f32> -> tensor<8x?xf32>
   return
 }
@@ -286,7 +295,8 @@ func.func @from_padded_rank(%p: tensor<?x?xf32>, %a: tensor<?xi64>) {
 
 // Dense dims are not part of the mask.
 func.func @mask_rank(%x: !ragged.tensor<?, [L], 384, f32>) {
-  // expected-error @+1 {{'ragged.mask' op mask must have rank 2 (batch and each ragged dim), got 3}}
+  // expected-error @+2 {{'ragged.mask' op inferred type(s) 'tensor<?x?xi1>' are incompatible with return type(s) of operation 'tensor<?x?x384xi1>'}}
+  // expected-error @+1 {{'ragged.mask' op failed to infer returned types}}
   %m = ragged.mask %x : !ragged.tensor<?, [L], 384, f32> -> tensor<?x?x384xi1>
   return
 }
@@ -294,7 +304,8 @@ func.func @mask_rank(%x: !ragged.tensor<?, [L], 384, f32>) {
 // -----
 
 func.func @mask_batch(%x: !ragged.tensor<4, [L], f32>) {
-  // expected-error @+1 {{'ragged.mask' op mask batch 8 does not match 4}}
+  // expected-error @+2 {{'ragged.mask' op inferred type(s) 'tensor<4x?xi1>' are incompatible with return type(s) of operation 'tensor<8x?xi1>'}}
+  // expected-error @+1 {{'ragged.mask' op failed to infer returned types}}
   %m = ragged.mask %x : !ragged.tensor<4, [L], f32> -> tensor<8x?xi1>
   return
 }
@@ -349,7 +360,8 @@ func.func @match_symbols_not_surjective(%y: !ragged.tensor<?, [L], [L], f32>, %x
 
 // The result takes the symbols of the reference.
 func.func @match_result_symbols(%y: !ragged.tensor<?, [M], 8, f32>, %x: !ragged.tensor<?, [L], 8, f32>) {
-  // expected-error @+1 {{'ragged.match' op result must be '!ragged.tensor<?, [L], 8, f32>', got '!ragged.tensor<?, [M], 8, f32>'}}
+  // expected-error @+2 {{'ragged.match' op inferred type(s) '!ragged.tensor<?, [L], 8, f32>' are incompatible with return type(s) of operation '!ragged.tensor<?, [M], 8, f32>'}}
+  // expected-error @+1 {{'ragged.match' op failed to infer returned types}}
   %r = ragged.match %y to %x : !ragged.tensor<?, [M], 8, f32> to !ragged.tensor<?, [L], 8, f32> -> !ragged.tensor<?, [M], 8, f32>
   return
 }
@@ -358,7 +370,8 @@ func.func @match_result_symbols(%y: !ragged.tensor<?, [M], 8, f32>, %x: !ragged.
 
 // The result keeps the element type of the source.
 func.func @match_result_element_type(%y: !ragged.tensor<?, [M], 8, i32>, %x: !ragged.tensor<?, [L], 8, f32>) {
-  // expected-error @+1 {{'ragged.match' op result must be '!ragged.tensor<?, [L], 8, i32>', got '!ragged.tensor<?, [L], 8, f32>'}}
+  // expected-error @+2 {{'ragged.match' op inferred type(s) '!ragged.tensor<?, [L], 8, i32>' are incompatible with return type(s) of operation '!ragged.tensor<?, [L], 8, f32>'}}
+  // expected-error @+1 {{'ragged.match' op failed to infer returned types}}
   %r = ragged.match %y to %x : !ragged.tensor<?, [M], 8, i32> to !ragged.tensor<?, [L], 8, f32> -> !ragged.tensor<?, [L], 8, f32>
   return
 }
@@ -374,7 +387,8 @@ func.func @to_padded_static_ragged_extent(%x: !ragged.tensor<?, [L], 4, f32>) {
 // -----
 
 func.func @mask_unranked(%x: !ragged.tensor<?, [L], 4, f32>) {
-  // expected-error @+1 {{'ragged.mask' op mask must be a ranked tensor, got 'tensor<*xi1>'}}
+  // expected-error @+2 {{'ragged.mask' op inferred type(s) 'tensor<?x?xi1>' are incompatible with return type(s) of operation 'tensor<*xi1>'}}
+  // expected-error @+1 {{'ragged.mask' op failed to infer returned types}}
   %m = ragged.mask %x : !ragged.tensor<?, [L], 4, f32> -> tensor<*xi1>
   return
 }

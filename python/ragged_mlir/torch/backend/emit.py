@@ -255,7 +255,7 @@ class Emitter:
 
     def unpack_as(self, packed: ir.Value, val: torch.Tensor) -> ir.Value:
         """The packed values of ``packed`` as the type of the tensor ``val``."""
-        values = rd.values(_rows_type(rd.RaggedTensorType(packed.type)), packed)
+        values = rd.values(packed)
         return self.cast(values, tensor_type(val))
 
 

@@ -21,7 +21,6 @@ from .emit import (
     Emitter,
     _broadcast_to,
     _check_rows,
-    _dense_shape,
     _fail_unless,
     _float,
     _generic,
@@ -165,7 +164,7 @@ def _segment_reduce(em: Emitter, node: fx.Node) -> ir.Value:
     packed = em.pack(values, offsets)
     rt = rd.RaggedTensorType(packed.type)
     kind_attr = ir.Attribute.parse(f"#ragged.reduce_kind<{kind}>")
-    out = rd.reduce(_rows_type(rt), kind_attr, packed, empty=_float(empty, rt.element_type))
+    out = rd.reduce(kind_attr, packed, empty=_float(empty, rt.element_type))
     return em.cast(out, value_type(node))
 
 
@@ -534,25 +533,21 @@ def _attention_attrs(em: Emitter, node: fx.Node, scale, causal, dropout_at: int)
 def _to_padded(em: Emitter, node: fx.Node) -> ir.Value:
     values, offsets, length, padding = node.args
     packed = em.pack(values, offsets)
-    rt = rd.RaggedTensorType(packed.type)
-    dyn = ir.ShapedType.get_dynamic_size()
-    dense = _dense_shape(rt)
-    elem = rt.element_type
-    padded = rd.to_padded(ir.RankedTensorType.get([dyn, dyn, *dense], elem), packed, _float(padding, elem))
+    elem = rd.RaggedTensorType(packed.type).element_type
+    padded = rd.to_padded(packed, _float(padding, elem))
     # to_padded pads to the longest item; the graph asks for `length` (>= it).
     index = ir.IndexType.get()
     c1 = arith.constant(index, 1)
     want = _index(em[length]) if isinstance(length, fx.Node) else arith.constant(index, int(length))
     extra = arith.subi(want, tensor.dim(padded, c1))
-    rank = 2 + len(dense)
-    out_type = ir.RankedTensorType.get([dyn, dyn, *dense], elem)
+    rank = padded.type.rank
     pad = tensor.PadOp(
-        out_type,
+        padded.type,
         padded,
         [],
         [extra],
         ir.DenseI64ArrayAttr.get([0] * rank),
-        ir.DenseI64ArrayAttr.get([0, dyn] + [0] * len(dense)),
+        ir.DenseI64ArrayAttr.get([0, ir.ShapedType.get_dynamic_size()] + [0] * (rank - 2)),
     )
     block = pad.region.blocks.append(*([index] * rank))
     with ir.InsertionPoint(block):
