@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from .. import cache as artifact_cache
 from ..inplace import written_arguments
 from .abi import PARAMETER_SCOPE, CompileError, _check_target_types, _signatures, parameter_key
 from .options import CompileOptions, Target
@@ -254,11 +255,17 @@ def compile(
         raise CompileError(
             "iree-base-compiler is not installed: pip install iree-base-compiler==3.13.0"
         ) from e
-    try:
-        vmfb = ireec.compile_str(lowered, target_backends=[options.target.value], extra_args=flags)
-    except ireec.CompilerToolError as e:
-        repro = _reproducer(work, "iree-compile", lowered, options.pipeline, flags, str(e))
-        raise CompileError(f"iree-compile failed (reproducer: {repro}):\n{e}", repro) from None
+
+    def build() -> bytes:
+        try:
+            return ireec.compile_str(lowered, target_backends=[options.target.value], extra_args=flags)
+        except ireec.CompilerToolError as e:
+            repro = _reproducer(work, "iree-compile", lowered, options.pipeline, flags, str(e))
+            raise CompileError(f"iree-compile failed (reproducer: {repro}):\n{e}", repro) from None
+
+    vmfb, hit = artifact_cache.compile_cached(
+        artifact_cache.key(lowered, options.target.value, flags), build, use=options.cache
+    )
     t_iree = time.perf_counter()
     if options.keep_intermediates:
         (work.path / "input.mlir").write_text(input_text)
@@ -270,6 +277,8 @@ def compile(
     module.parameter_keys = [parameter_key(name, i) for name, indices in frozen.items() for i in indices]
     module.compile_seconds = time.perf_counter() - t0
     module.timings = {"lower_s": t_lowered - t0, "iree_compile_s": t_iree - t_lowered}
+    #: Whether the artifact came from the persistent cache.
+    module.cache_hit = hit
     #: Where the intermediates went (keep_intermediates), else None.
     module.work_dir = work.made
     return module

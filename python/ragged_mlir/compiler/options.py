@@ -283,6 +283,9 @@ class CompileOptions:
         form, unknown to ragged-mlir and left for IREE to lower (the torch
         backend passes torch-mlir's ``tm_tensor``); any other unknown op is
         an error.
+    cache: look the artifact up in the persistent cache
+        (:mod:`ragged_mlir.cache`) and keep it there; ``RAGGED_CACHE=0``
+        turns the cache off for every compile.
     """
 
     target: Target | str = Target.LLVM_CPU
@@ -297,6 +300,7 @@ class CompileOptions:
     passthrough_dialects: Sequence[str] = ()
     # Last, so that positional arguments keep their meaning.
     cpu: str | None = None
+    cache: bool = True
 
     def __post_init__(self) -> None:
         try:

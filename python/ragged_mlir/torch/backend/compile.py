@@ -93,6 +93,10 @@ class RaggedBackendOptions:
         free of the batch. False never applies it. Graphs the analysis
         cannot prove safe compile as they are (the reason is logged at
         debug level by ``ragged_mlir.torch.unpad``).
+    cache: keep compiled artifacts in the persistent cache and look them up
+        there (:mod:`ragged_mlir.cache`; ``RAGGED_CACHE=0`` turns it off for
+        every compile), so a second process compiles nothing it compiled
+        before.
     """
 
     target: str = "llvm-cpu"
@@ -107,6 +111,7 @@ class RaggedBackendOptions:
     debug_dir: str | None = None
     fallback: bool | None = None
     unpad: bool | None = None
+    cache: bool = True
 
     def __post_init__(self) -> None:
         if self.fallback is None:
@@ -127,8 +132,18 @@ class BackendRefused(RuntimeError):
 #: Counters: graphs compiled; graphs served from the cache of an identical
 #: one; graphs that run eagerly (a graph identical to a refused one is
 #: counted again), and the calls of those graphs; inference graphs that run
-#: on the valid tokens only (:mod:`.unpad`; cache hits included).
-stats = {"compiled": 0, "cache_hits": 0, "fallbacks": 0, "fallback_calls": 0, "unpadded": 0}
+#: on the valid tokens only (:mod:`.unpad`; cache hits included); compiled
+#: graphs whose artifact came from the persistent cache
+#: (:mod:`ragged_mlir.cache`) or was compiled by iree-compile.
+stats = {
+    "compiled": 0,
+    "cache_hits": 0,
+    "fallbacks": 0,
+    "fallback_calls": 0,
+    "unpadded": 0,
+    "artifact_hits": 0,
+    "artifact_misses": 0,
+}
 #: Why each fallback happened (one line per graph), oldest first.
 fallback_reasons: list[str] = []
 #: Why unpadding did not apply to an inference graph that has a key-padding
@@ -260,6 +275,7 @@ def compile_fx_graph(
         keep_intermediates=bool(work_dir),
         work_dir=str(work_dir) if work_dir else None,
         passthrough_dialects=PASSTHROUGH_DIALECTS,
+        cache=options.cache,
     )
     index = {node: i for i, node in enumerate(plan.placeholders)}
     frozen = []
@@ -278,6 +294,7 @@ def compile_fx_graph(
         compiled = ragged_compile(text, options=copts, frozen={"main": frozen} if frozen else None)
     except CompileError as e:
         raise Unsupported(f"compilation failed: {e}") from e
+    stats["artifact_hits" if compiled.cache_hit else "artifact_misses"] += 1
     graph = CompiledGraph(plan, compiled, frozen, [parameter_key("main", k) for k in frozen])
     graph.timings = {"import_s": t_imported - t_start, **compiled.timings}
     return graph
