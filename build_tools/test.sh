@@ -13,6 +13,9 @@ ruff check .
 ruff format --check .
 clang-format --dry-run --Werror $(git ls-files '*.cpp' '*.h')
 lit -sv build/test
+# One compile cache for the run, shared by the workers (docs/cache.md): a
+# module two tests compile is compiled once; the user's cache is left alone.
+export RAGGED_CACHE_DIR="${RAGGED_TEST_CACHE_DIR:-$(mktemp -d -t ragged-test-cache.XXXXXX)}"
 # Two workers, one test file each at a time: a file's tests share its compiled
 # modules and fixtures. RAGGED_TEST_WORKERS=0 runs in this process.
 workers="${RAGGED_TEST_WORKERS:-2}"
