@@ -41,6 +41,7 @@ import torch
 
 from .. import ops as _ops  # registers torch.ops.ragged.*
 from . import registry as _registry
+from .attributes import _Attributes
 from .construct import _Constructors
 from .layout import (
     _KEEP,
@@ -63,7 +64,7 @@ from .views import _Views
 __all__ = ["NestedTensor", "NestedBroadcastError"]
 
 
-class NestedTensor(_Constructors, _Views):
+class NestedTensor(_Attributes, _Constructors, _Views):
     r"""A batch of tensors of different shapes, stored packed (see the module doc).
 
     ``NestedTensor(*tensors, dtype=None, device=None, requires_grad=None,
@@ -435,77 +436,6 @@ class NestedTensor(_Constructors, _Views):
         """The packed values (every item's elements one after another, in the
         ``packed_dim_order``); also :attr:`values`."""
         return self.values
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.values.dtype
-
-    @dtype.setter
-    def dtype(self, value: Any) -> None:
-        raise AttributeError("NestedTensor.dtype is read-only; use .to(dtype) for a converted copy")
-
-    @property
-    def device(self) -> torch.device:
-        return self.values.device
-
-    @device.setter
-    def device(self, value: Any) -> None:
-        raise AttributeError("NestedTensor.device is read-only; use .to(device) for a moved copy")
-
-    @property
-    def requires_grad(self) -> bool:
-        return self.values.requires_grad
-
-    @requires_grad.setter
-    def requires_grad(self, value: bool) -> None:
-        self.values.requires_grad_(_check_bool(value, "requires_grad"))
-
-    def requires_grad_(self, requires_grad: bool = True) -> NestedTensor:
-        self.values.requires_grad_(requires_grad)
-        return self
-
-    @property
-    def grad(self) -> NestedTensor | None:
-        """The gradient of :attr:`values` with this structure (None before a backward)."""
-        g = self.values.grad
-        return None if g is None else self._derive(g)
-
-    @property
-    def grad_fn(self) -> Any:
-        return self.values.grad_fn
-
-    @property
-    def is_leaf(self) -> bool:
-        return self.values.is_leaf
-
-    @property
-    def layout(self) -> torch.layout:
-        return self.values.layout
-
-    @property
-    def is_cuda(self) -> bool:
-        return self.values.is_cuda
-
-    @property
-    def is_nested(self) -> bool:
-        # False on purpose: torch modules (nn.MultiheadAttention) take other
-        # code paths for torch's own nested tensors.
-        return False
-
-    def is_floating_point(self) -> bool:
-        return self.values.is_floating_point()
-
-    def is_complex(self) -> bool:
-        return self.values.is_complex()
-
-    def is_contiguous(self, memory_format: torch.memory_format = torch.contiguous_format) -> bool:
-        return self.values.is_contiguous(memory_format=memory_format)
-
-    def is_pinned(self) -> bool:
-        return self.values.is_pinned()
-
-    def element_size(self) -> int:
-        return self.values.element_size()
 
     def dim(self) -> int:
         """Logical rank: batch dim + item rank."""
