@@ -22,6 +22,7 @@ pytest.importorskip("torch_mlir")
 
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
+from torch_helpers import randn_items  # noqa: E402
 
 from ragged_mlir.torch import NestedTensor  # noqa: E402
 from ragged_mlir.torch import backend as rb  # noqa: E402
@@ -181,11 +182,6 @@ def test_compiled_attention_dropout(compiled_steps, op, causal, case):
     assert any("ragged.attention %" in text and "dropout(" in text for text in graphs.values())
 
 
-def _items(lengths, dim, seed):
-    gen = torch.Generator().manual_seed(seed)
-    return [torch.randn(n, dim, generator=gen) for n in lengths]
-
-
 def test_transformer_encoder_layer_trains_with_default_dropout(tmp_path):
     """nn.TransformerEncoderLayer as constructed by default (dropout=0.1, in
     attention too) trains compiled: one forward and one backward graph,
@@ -202,7 +198,7 @@ def test_transformer_encoder_layer_trains_with_default_dropout(tmp_path):
     fallbacks = rb.stats["fallbacks"]
     outs = []
     for step, lengths in enumerate(([5, 17, 3, 9], [5, 17, 3, 9], [4, 0, 30, 1, 8])):
-        x = NestedTensor(_items(lengths, 16, seed=step % 2), requires_grad=True)
+        x = NestedTensor(randn_items(lengths, 16, seed=step % 2), requires_grad=True)
         out = run(x)
         loss = (out.values**2).mean()
         opt.zero_grad()
@@ -214,7 +210,7 @@ def test_transformer_encoder_layer_trains_with_default_dropout(tmp_path):
         outs.append(out.values.detach())
     assert not torch.equal(outs[0], outs[1])  # the same batch twice: other weights dropped
     # The compiled draws follow torch's generator.
-    x = NestedTensor(_items([6, 2, 11], 16, seed=5), requires_grad=True)
+    x = NestedTensor(randn_items([6, 2, 11], 16, seed=5), requires_grad=True)
     seeded = []
     for seed in (7, 7, 8):
         torch.manual_seed(seed)
@@ -225,7 +221,7 @@ def test_transformer_encoder_layer_trains_with_default_dropout(tmp_path):
     assert any(re.search(r"ragged\.attention %.* dropout\(", t) for t in texts)
     assert any(re.search(r"ragged\.attention_grad .* dropout\(", t) for t in texts)
     layer.eval()
-    xs = _items([5, 17, 3], 16, seed=3)
+    xs = randn_items([5, 17, 3], 16, seed=3)
     with torch.no_grad():
         got = layer(NestedTensor(xs)).values
         want = torch.cat([layer(x[None])[0] for x in xs])
@@ -256,7 +252,7 @@ def test_sdpa_dropout_in_a_hand_written_block(tmp_path):
         block, backend="ragged", dynamic=True, fullgraph=True, options={"debug_dir": str(tmp_path)}
     )
     fallbacks = rb.stats["fallbacks"]
-    x = NestedTensor(_items([6, 0, 11, 2], 16, seed=4), requires_grad=True)
+    x = NestedTensor(randn_items([6, 0, 11, 2], 16, seed=4), requires_grad=True)
     run(x).values.sum().backward()
     assert rb.stats["fallbacks"] == fallbacks
     assert all(torch.isfinite(p.grad).all() for p in block.parameters())

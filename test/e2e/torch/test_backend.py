@@ -14,6 +14,7 @@ pytest.importorskip("torch_mlir")
 
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
+from torch_helpers import randn_items as batch  # noqa: E402
 
 from ragged_mlir.torch import NestedTensor  # noqa: E402
 from ragged_mlir.torch import backend as rb  # noqa: E402
@@ -27,11 +28,6 @@ EDGE_LENGTHS = {
     "one-long": [1, 2, 150, 1],
     "all-equal": [6] * 5,
 }
-
-
-def batch(lengths, dim, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(n, dim, generator=g, dtype=dtype) for n in lengths]
 
 
 class EncoderBlock(nn.Module):

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch_mlir")
 
 import torch.nn.functional as F  # noqa: E402
+from torch_helpers import ragged_compile  # noqa: E402
 
 from ragged_mlir.torch import NestedTensor  # noqa: E402
 from ragged_mlir.torch import backend as rb  # noqa: E402
@@ -53,12 +54,6 @@ def reference(xs, ys, w, b, g, beta):
         if len(y):
             total = total + y.mean(0).square().sum()
     return total
-
-
-def ragged_compile(fn):
-    """``fn`` under the ragged backend, traced afresh."""
-    torch._dynamo.reset()
-    return torch.compile(fn, backend="ragged", dynamic=True, fullgraph=True)
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,8 @@ BATCHES = [([5, 2, 9, 1], 9), ([3, 7, 4], 11)]
 
 CASES = [(a.name, attn) for a in ARCHITECTURES.values() for attn in a.attention]
 
+pytestmark = pytest.mark.usefixtures("fresh_dynamo_no_grad")
+
 
 def _compare(out, ref, mask, arch, exact_pads: bool) -> None:
     """``out`` equals ``ref`` at the valid positions (everywhere with
@@ -66,13 +68,6 @@ def _compare(out, ref, mask, arch, exact_pads: bool) -> None:
 
 def _layouts(arch) -> list[bool]:
     return [False, True] if arch.decoder else [False]
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    torch._dynamo.reset()
-    with torch.no_grad():
-        yield
 
 
 @pytest.mark.parametrize(("name", "attention"), CASES)

@@ -12,6 +12,8 @@ image sizes compile nothing new.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -19,6 +21,7 @@ pytest.importorskip("torch_mlir")
 
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
+from torch_helpers import ragged_compile  # noqa: E402
 
 from ragged_mlir.torch import NestedTensor  # noqa: E402
 from ragged_mlir.torch import backend as rb  # noqa: E402
@@ -41,15 +44,10 @@ def images(sizes, channels=3, seed=0, dtype=torch.float32):
     return [torch.randn(channels, h, w, generator=g, dtype=torch.float64).to(dtype) for h, w in sizes]
 
 
-def compiled(model):
-    return torch.compile(model, backend="ragged", dynamic=True, fullgraph=True)
+#: Dynamo is reset by ``fresh_dynamo_no_grad`` before each test.
+compiled = functools.partial(ragged_compile, fresh=False)
 
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    torch._dynamo.reset()
-    with torch.no_grad():
-        yield
+pytestmark = pytest.mark.usefixtures("fresh_dynamo_no_grad")
 
 
 # --------------------------------------------------------------------------

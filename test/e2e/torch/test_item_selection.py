@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch_mlir")
 
 from torch import nn  # noqa: E402
+from torch_helpers import ragged_compile, randn_items  # noqa: E402
 
 from ragged_mlir.torch import NestedTensor  # noqa: E402
 from ragged_mlir.torch import backend as rb  # noqa: E402
@@ -30,14 +31,8 @@ CASES = {
 }
 
 
-def ragged_compile(fn):
-    torch._dynamo.reset()
-    return torch.compile(fn, backend="ragged", dynamic=True, fullgraph=True)
-
-
 def make_items(lengths, seed=0, dtype=torch.float64, grad=False):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(n, D, generator=g, dtype=dtype).requires_grad_(grad) for n in lengths]
+    return [x.requires_grad_(grad) for x in randn_items(lengths, D, seed, dtype)]
 
 
 class Head(nn.Module):

@@ -15,6 +15,7 @@ dicts or nothing, and a dense training step (forward, backward and AdamW).
 from __future__ import annotations
 
 import copy
+import functools
 
 import numpy as np
 import pytest
@@ -24,6 +25,8 @@ pytest.importorskip("torch_mlir")
 
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
+from torch_helpers import ragged_compile  # noqa: E402
+from torch_helpers import randn_items_fp64 as items  # noqa: E402
 
 from ragged_mlir.torch import NestedTensor  # noqa: E402
 from ragged_mlir.torch import backend as rb  # noqa: E402
@@ -39,28 +42,16 @@ LENGTHS = {
 }
 
 
-def items(lengths, dim, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(n, dim, generator=g, dtype=torch.float64).to(dtype) for n in lengths]
-
-
 def dynamo_counts() -> tuple[int, int]:
     """Graphs Dynamo has traced and graph breaks it has taken so far in this process."""
     counters = torch._dynamo.utils.counters
     return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
 
 
-def compiled(model, **options):
-    return torch.compile(model, backend="ragged", dynamic=True, options=options)
+#: Graph breaks allowed; Dynamo is reset by ``fresh_dynamo_no_grad`` before each test.
+compiled = functools.partial(ragged_compile, fullgraph=False, fresh=False)
 
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    """A fresh Dynamo cache, and inference mode (the training test turns
-    gradients back on)."""
-    torch._dynamo.reset()
-    with torch.no_grad():
-        yield
+pytestmark = pytest.mark.usefixtures("fresh_dynamo_no_grad")
 
 
 # --------------------------------------------------------------------------

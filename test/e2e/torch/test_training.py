@@ -25,6 +25,8 @@ pytest.importorskip("torch_mlir")
 
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
+from torch_helpers import ragged_compile  # noqa: E402
+from torch_helpers import randn_items_fp64 as items  # noqa: E402
 
 from ragged_mlir.torch import NestedTensor  # noqa: E402
 from ragged_mlir.torch import backend as rb  # noqa: E402
@@ -41,15 +43,8 @@ LENGTHS = {
 TOL = dict(atol=1e-4, rtol=1e-4)
 
 
-def items(lengths, dim, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(n, dim, generator=g, dtype=torch.float64).float() for n in lengths]
-
-
 def compiled(model, debug_dir: Path):
-    return torch.compile(
-        model, backend="ragged", dynamic=True, fullgraph=True, options={"debug_dir": str(debug_dir)}
-    )
+    return ragged_compile(model, fresh=False, debug_dir=str(debug_dir))
 
 
 def backward_dirs(debug_dir: Path) -> list[Path]:

@@ -9,6 +9,7 @@ the debug log says why.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import numpy as np
@@ -16,6 +17,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch_helpers import ragged_compile
 
 import ragged_mlir.torch.backend as rb
 
@@ -35,9 +37,7 @@ def _batch(lengths, length=None, vocab=1000, left=False, seed=0):
     return ids, mask
 
 
-def _compiled(fn):
-    torch._dynamo.reset()
-    return torch.compile(fn, backend="ragged", dynamic=True, options={"unpad": True})
+_compiled = functools.partial(ragged_compile, fullgraph=False, unpad=True)
 
 
 def _check(out, ref, mask, atol=1e-4):
