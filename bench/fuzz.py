@@ -5,7 +5,7 @@ IREE's CPU backend, against a float64 per-item reference.
     python bench/fuzz.py --minutes 60 --count 100000 --seed 7 --out bench/results/fuzz
     python bench/fuzz.py --replay bench/results/fuzz/mismatch/f1000003
 
-Programs come from ``test/e2e/fuzz`` (generator, reference interpreter,
+Programs come from ``bench/fuzzing`` (generator, reference interpreter,
 comparison); see that package's docs. Programs are compiled in batches of
 ``--batch`` functions per module (one module per compile), each batch with
 random compile options (``balance_tile``, ``attention_buckets``,
@@ -40,13 +40,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-# The fuzz package lives with the tests; this script must not shadow it.
-sys.path.insert(0, str(ROOT / "test" / "e2e"))
+import numpy as np
+from fuzzing.generator import KNOWN_FAILURES, OPS, GenConfig, generate
+from fuzzing.runner import Case, default_plans, failure_class, serve
 
-import numpy as np  # noqa: E402
-from fuzz.generator import KNOWN_FAILURES, OPS, GenConfig, generate  # noqa: E402
-from fuzz.runner import Case, default_plans, failure_class, serve  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MODES = {"plain": 0.7, "saveload": 0.15, "frozen": 0.15}
 
@@ -146,7 +144,7 @@ def run_batch(worker: Worker, cases: list[Case], setup: dict, args) -> list[dict
     (out / "program.txt").write_text(case.fn.describe() + "\n")
     (out / "README.txt").write_text(f"status: crash\nsetup: {json.dumps(setup)}\n\n{detail}\n")
     try:
-        from fuzz.program import module_text
+        from fuzzing.program import module_text
 
         (out / "program.mlir").write_text(module_text([case.fn]))
     except Exception as e:  # noqa: BLE001
@@ -167,8 +165,8 @@ def run_batch(worker: Worker, cases: list[Case], setup: dict, args) -> list[dict
 
 def replay(directory: Path) -> int:
     """Recompiles and reruns a reproducer directory; prints the comparison."""
-    from fuzz.check import as_list, compare_outputs
-    from fuzz.reference import Evaluator
+    from fuzzing.check import as_list, compare_outputs
+    from fuzzing.reference import Evaluator
 
     import ragged_mlir
 

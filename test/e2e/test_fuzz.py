@@ -1,5 +1,5 @@
 """Differential fuzzing: seeded random programs, compiled and run, against
-the float64 per-item reference of ``test/e2e/fuzz``.
+the float64 per-item reference of ``bench/fuzzing``.
 
 Each group of programs is one module (one compile) with its own compile
 options and mode (plain, a save/load round trip, frozen dense arguments);
@@ -9,7 +9,7 @@ an empty batch). ``bench/fuzz.py`` runs the same machinery on thousands of
 programs.
 
 The generator avoids the failure classes in :data:`SUITE_EXCLUDE` (named in
-``fuzz.generator.KNOWN_FAILURES``, each a compiler bug with a reproducer);
+``fuzzing.generator.KNOWN_FAILURES``, each a compiler bug with a reproducer);
 none is open today. A new bug gets a name there while it is fixed, and the
 name goes once the suite covers the class again.
 """
@@ -17,15 +17,22 @@ name goes once the suite covers the class again.
 from __future__ import annotations
 
 import functools
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from fuzz import check, reference
-from fuzz.generator import KNOWN_FAILURES, LAYOUTS, OPS, GenConfig, generate
-from fuzz.program import Function, RType, Run, Sym, TType
-from fuzz.runner import Case, Outcome, run_cases
 
-from ragged_mlir import RaggedArray
+# The fuzz package lives with bench/fuzz.py, which runs it at scale. Appended,
+# not prepended: a bench script never shadows a test module of the same name.
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
+
+from fuzzing import check, reference  # noqa: E402
+from fuzzing.generator import KNOWN_FAILURES, LAYOUTS, OPS, GenConfig, generate  # noqa: E402
+from fuzzing.program import Function, RType, Run, Sym, TType  # noqa: E402
+from fuzzing.runner import Case, Outcome, run_cases  # noqa: E402
+
+from ragged_mlir import RaggedArray  # noqa: E402
 
 #: Known failure classes the suite's programs avoid (see the module docs).
 SUITE_EXCLUDE: frozenset[str] = frozenset()
@@ -248,7 +255,7 @@ def test_localize_finds_the_wrong_op(monkeypatch):
     """With the reference of ``exp`` deliberately off by 1e-3, a program
     x -> matmul -> exp -> reduce mismatches, and localisation names the
     exp as the first op that is wrong on its own."""
-    from fuzz import runner
+    from fuzzing import runner
 
     fn = Function("loc")
     x = fn.add("arg", [], {"role": "ragged"}, RType(None, (Sym("L"), 4), "f32"))[0]

@@ -1,6 +1,6 @@
 """Random ragged programs that are type-correct by construction.
 
-:func:`generate` builds one :class:`~fuzz.program.Function` of a few ops
+:func:`generate` builds one :class:`~fuzzing.program.Function` of a few ops
 chained on a pool of values: it starts from one or two ragged arguments of
 a random layout (one ragged dim ``[L]``, images ``[H], [W]``, nested
 ``[S], [T(S)]`` or three levels deep, attention scores ``[L], [L]``, a dense

@@ -4,8 +4,8 @@ A :class:`Function` is a list of :class:`Node` s in definition order (its
 arguments are ``arg`` nodes, placed where the generator first needed them)
 and a list of outputs. The same description drives three consumers that
 never look at each other: :func:`emit` writes it with the public builders
-(:mod:`ragged_mlir.builders`), :mod:`fuzz.reference` evaluates it per item
-in float64, and :mod:`fuzz.generator` creates it.
+(:mod:`ragged_mlir.builders`), :mod:`fuzzing.reference` evaluates it per item
+in float64, and :mod:`fuzzing.generator` creates it.
 
 Types carry concrete sizes where the MLIR type says ``?``: a :class:`Dyn`
 dense dim has one size for the whole program (so the generator only
@@ -178,7 +178,7 @@ class Node:
     """One op (or an ``arg``): operands are refs to earlier nodes' results.
 
     ``attrs`` holds the op's attributes and, for ``arg`` nodes, how inputs
-    are drawn (``role`` and its parameters, see :mod:`fuzz.reference`)."""
+    are drawn (``role`` and its parameters, see :mod:`fuzzing.reference`)."""
 
     op: str
     operands: tuple[Ref, ...]

@@ -4,7 +4,7 @@ within ``SAFETY`` times the reference's error bound.
 A value ``got`` passes against the reference value ``v`` with bound ``e``
 when ``|got - v| <= SAFETY * e + FLOOR[dtype] * |v|``: ``e`` is a
 first-order bound of what a correct implementation in the element type
-may make (see :mod:`fuzz.reference`), ``SAFETY`` covers what first order
+may make (see :mod:`fuzzing.reference`), ``SAFETY`` covers what first order
 leaves out, and the relative floor is the per-type tolerance below which a
 difference is never reported (f16 ~1e-3, f32 ~1e-6, f64 1e-10). Infinite
 reference values (a causal ``-inf``, an ``empty`` of ``-inf``) must be

@@ -10,7 +10,7 @@ rounding of the op itself (a few units of roundoff ``u`` of the element
 type, ``n * u`` for a sum of ``n`` terms, more for polynomial
 approximations of transcendental functions) plus the propagation of its
 operands' bounds through the op's derivative. A compiled result is then
-checked against ``value +- SAFETY * bound`` (:mod:`fuzz.check`): tight for
+checked against ``value +- SAFETY * bound`` (:mod:`fuzzing.check`): tight for
 well-conditioned programs, loose exactly where the math is ill-conditioned,
 and zero for ops that only move data (which must be bit-exact).
 
