@@ -1,6 +1,6 @@
 """Every PyTorch NJT OpInfo sample of the common ops through backend="ragged".
 
-Runs the cases of ``test/e2e/torch/njt_opinfo.py`` (fallback off, compared
+Runs the cases of ``bench/njt_opinfo_cases.py`` (fallback off, compared
 with eager NJT) and prints per-op counts and the distinct failure messages.
 The test command runs three kinds per op; this runs all of them (about half
 an hour on 2 cores)::
@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import sys
 import warnings
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "e2e" / "torch"))
+import torch
+from njt_opinfo_cases import OPS, cases, check
 
-import torch  # noqa: E402
-from njt_opinfo import OPS, cases, check  # noqa: E402
-
-import ragged_mlir.torch  # noqa: E402, F401  (registers the backend)
+import ragged_mlir.torch  # noqa: F401  (registers the backend)
 
 
 def main(argv: list[str] | None = None) -> int:

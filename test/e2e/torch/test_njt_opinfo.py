@@ -4,13 +4,20 @@ backend="ragged" with fallback off and equal eager NJT, NJT in and NJT out.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch_mlir")
 pytest.importorskip("expecttest")  # PyTorch's OpInfo definitions import it
 
-from njt_opinfo import cases, check  # noqa: E402
+# The cases live with bench/njt_opinfo.py, which runs all of them. Appended, not
+# prepended: a bench script never shadows a test module of the same name.
+sys.path.append(str(Path(__file__).resolve().parents[3] / "bench"))
+
+from njt_opinfo_cases import cases, check  # noqa: E402
 
 import ragged_mlir.torch  # noqa: E402, F401  (registers the backend)
 

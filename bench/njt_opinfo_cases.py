@@ -1,7 +1,8 @@
 """PyTorch's own NJT OpInfo samples through ``backend="ragged"``.
 
-Shared by ``test_njt_opinfo.py`` (a sample of each kind per op, in the test
-command) and ``bench/njt_opinfo.py`` (every sample, with a summary). The ops
+Shared by ``test/e2e/torch/test_njt_opinfo.py`` (a sample of each kind per
+op, in the test command) and ``bench/njt_opinfo.py`` (every sample, with a
+summary). The ops
 are the common ones of encoder models: unary, binary with broadcasting,
 reductions, normalization, views, linear and matmul (PyTorch 2.13's table
 has no NJT samples for softmax, layer_norm, gelu or dropout; other tests
