@@ -16,12 +16,18 @@ Run from the repository root after ``. build_tools/env.sh``:
 
 from __future__ import annotations
 
+import os
+import tempfile
 import zlib
 
 import numpy as np
 import pytest
 
 import ragged_mlir
+
+# Compiles go to a cache of the test run's own (build_tools/test.sh shares one
+# between its workers), never to the user's (docs/cache.md).
+os.environ.setdefault("RAGGED_CACHE_DIR", tempfile.mkdtemp(prefix="ragged-test-cache-"))
 
 #: Edge-case batches of item lengths (the extent of the ragged dim per item).
 LENGTH_SETS = {
