@@ -146,3 +146,22 @@ def test_hf_zoo_smoke():
             assert r["fallbacks"] == 0, r
         if r["variant"] == "ragged_unpad":
             assert r["unpadded"] is True, r
+
+
+def test_startup_smoke(tmp_path):
+    """bench/startup.py --smoke: a tiny encoder compiled cold in one process,
+    then warm in fresh ones from the same cache directory (no iree-compile),
+    and its first call under aot_eager; the table and the JSON say so."""
+    out = tmp_path / "startup.json"
+    stdout = _run("startup.py", "--smoke", "--out", str(out))
+    assert "| six_layers |" in stdout, stdout[-2000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    summary, phases = row["summary"], row["phases"]
+    assert summary["errors"] == {}, summary["errors"]
+    assert summary["iree_compile_runs_cold"] >= 1
+    assert summary["iree_compile_runs_warm"] == 0 and summary["artifact_hits_warm"] >= 1
+    assert summary["iree_compile_runs_new"] == 0
+    warm = phases["warm"]["ragged"]
+    assert warm["graphs"] >= 1 and warm["fallbacks"] == 0
+    assert {"import_s", "lower_s", "iree_compile_s", "dynamo_aot_s"} <= warm.keys()
+    assert summary["aot_eager_first_call_s"] > 0 and summary["warm_over_aot_eager"] > 0
