@@ -150,7 +150,7 @@ def main() -> None:
                         "vs_inductor": round(med["inductor_padded"] / med[k], 2)
                         if "inductor_padded" in med
                         else None,
-                        "roofline": round(flops / med[k] / 1e9 / peak, 3),
+                        "roofline": float(f"{flops / med[k] / 1e9 / peak:.3g}"),
                         "max_abs_err": errors[k],
                         "unpadded": unpadded if k == "ragged_unpad" else None,
                         "fallbacks": fell_back if k.startswith("ragged") else None,
