@@ -107,6 +107,9 @@ void populateGuardIntegerDivisionPatterns(RewritePatternSet &patterns);
 /// A dynamic `extract_slice` a contraction reads is read behind a
 /// `util.optimization_barrier` (`ragged-guard-contraction-slices`).
 void populateGuardContractionSlicesPatterns(RewritePatternSet &patterns);
+/// The input of each `tm_tensor.scan` computed in a dispatch of its own
+/// (`ragged-guard-scan-inputs`).
+void populateGuardScanInputsPatterns(RewritePatternSet &patterns);
 
 /// Rewrites ops on static tensors without elements (see FoldEmptyTensorsPass).
 void populateFoldEmptyTensorsPatterns(RewritePatternSet &patterns);

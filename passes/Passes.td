@@ -459,6 +459,38 @@ def GuardInPlaceUpdatesPass : Pass<"ragged-guard-in-place-updates"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def GuardScanInputsPass : Pass<"ragged-guard-scan-inputs"> {
+  let summary = "Computes the input of each scan in a dispatch of its own";
+  let description = [{
+    IREE 3.13 fuses the producers of a `tm_tensor.scan`'s input (torch-mlir's
+    `aten.cumsum`) into the scan's dispatch. Where the input is computed
+    from slices of an earlier scan's result, as the running sums of window
+    extents are from one strided layer of a CNN to the next, the CPU
+    backend bounds the fused dynamic extent by a value near 2^63 and
+    allocates it on the stack: ResNet-18 on images of their own sizes
+    failed with "'func.func' op exceeded stack allocation limit of 32768
+    bytes for function. Got 72057594037927936 bytes".
+
+    The input of each scan in a function's body that has dynamic sizes and
+    is computed by an op is read behind a `util.optimization_barrier`, its
+    dynamic sizes tied by a `flow.tensor.tie_shape` (both in generic form,
+    so ragged-opt needs `--allow-unregistered-dialect`): IREE computes it in
+    a dispatch of its own and the scan reads it from memory.
+
+    Before:
+    ```mlir
+    %r:2 = "tm_tensor.scan"(%x, %init, %acc) ...
+    ```
+    After:
+    ```mlir
+    %b = "util.optimization_barrier"(%x) : (tensor<?xi64>) -> tensor<?xi64>
+    %t = "flow.tensor.tie_shape"(%b, %n) : (tensor<?xi64>, index) -> tensor<?xi64>
+    %r:2 = "tm_tensor.scan"(%t, %init, %acc) ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def GuardContractionSlicesPass : Pass<"ragged-guard-contraction-slices"> {
   let summary = "Copies the slices a contraction reads in dispatches of their own";
   let description = [{

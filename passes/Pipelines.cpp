@@ -87,6 +87,7 @@ void mlir::ragged::registerRaggedPipelines() {
         pm.addPass(createGuardSplatReductionsPass());
         pm.addPass(createGuardIntegerDivisionPass());
         pm.addPass(createGuardContractionSlicesPass());
+        pm.addPass(createGuardScanInputsPass());
         // After canonicalization, which makes M and N static.
         SplitDynamicContractionsPassOptions split;
         split.chunk = options.contractionChunk;
