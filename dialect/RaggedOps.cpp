@@ -133,8 +133,6 @@ bool ValuesOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
   return compatibleDenseTypes(inferred, actual);
 }
 
-LogicalResult ValuesOp::verify() { return success(); }
-
 LogicalResult OffsetsOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,
@@ -152,8 +150,6 @@ LogicalResult OffsetsOp::inferReturnTypes(MLIRContext *,
 bool OffsetsOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
   return compatibleDenseTypes(inferred, actual);
 }
-
-LogicalResult OffsetsOp::verify() { return success(); }
 
 LogicalResult ToPaddedOp::inferReturnTypes(MLIRContext *,
                                            std::optional<Location>,
@@ -218,8 +214,6 @@ LogicalResult MaskOp::inferReturnTypes(MLIRContext *context,
 bool MaskOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
   return compatibleDenseTypes(inferred, actual);
 }
-
-LogicalResult MaskOp::verify() { return success(); }
 
 LogicalResult MatchOp::verify() {
   auto source = cast<RaggedTensorType>(getSource().getType());

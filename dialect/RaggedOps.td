@@ -57,6 +57,8 @@ def Ragged_ValuesOp : Ragged_Op<"values", [InferTypeOpAdaptorWithIsCompatible]> 
   }];
   let arguments = (ins Ragged_Tensor:$source);
   let results = (outs AnyRankedTensor:$values);
+  // The inferred type is the whole contract.
+  let hasVerifier = 0;
   let assemblyFormat = "$source attr-dict `:` qualified(type($source)) `->` type($values)";
 }
 
@@ -72,6 +74,8 @@ def Ragged_OffsetsOp : Ragged_Op<"offsets", [InferTypeOpAdaptorWithIsCompatible]
   }];
   let arguments = (ins Ragged_Tensor:$source, StrAttr:$symbol);
   let results = (outs Ragged_Partition:$offsets);
+  // The inferred type is the whole contract.
+  let hasVerifier = 0;
   let assemblyFormat = [{
     $source `[` $symbol `]` attr-dict `:` qualified(type($source)) `->` type($offsets)
   }];
@@ -154,6 +158,8 @@ def Ragged_MaskOp : Ragged_Op<"mask", [InferTypeOpAdaptorWithIsCompatible]> {
   }];
   let arguments = (ins Ragged_Tensor:$source);
   let results = (outs TensorOf<[I1]>:$mask);
+  // The inferred type is the whole contract.
+  let hasVerifier = 0;
   let assemblyFormat = "$source attr-dict `:` qualified(type($source)) `->` type($mask)";
 }
 

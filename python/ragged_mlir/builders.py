@@ -164,10 +164,6 @@ def _scalar_attr(ty: ir.Type, v: float, what: str) -> ir.Attribute:
     return _float_attr(ty, v)
 
 
-def _tensor_dims(t: ir.RankedTensorType) -> list[int | None]:
-    return [None if t.is_dynamic_dim(i) else t.shape[i] for i in range(t.rank)]
-
-
 def _ragged_type(base: ragged_d.RaggedTensorType, dims, element_type=None) -> ir.Type:
     return ragged_d.RaggedTensorType.get(
         base.batch_size, dims, element_type or base.element_type, base.encoding
