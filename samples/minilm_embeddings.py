@@ -141,8 +141,8 @@ def njt_eager(state: dict, ids: list[torch.Tensor], heads: int = 12, eps: float 
 
 
 def first_call(model, ids, positions) -> tuple:
-    """Compiles and calls the model once; the output and a line saying how
-    long it took and how many artifacts iree-compile built."""
+    """Compiles and calls the model once; the compiled model, its output and
+    a line saying how long it took and how many artifacts iree-compile built."""
     from ragged_mlir.torch.backend import stats
 
     before = dict(stats)
