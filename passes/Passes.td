@@ -58,6 +58,49 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
   ];
 }
 
+def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
+  let summary = "Runs ragged.attention on CPU as a dispatch of our attention kernel";
+  let description = [{
+    The IREE-specific lowering of f32 attention for CPU targets, run before
+    `ragged-attention-to-iree`. Each `ragged.attention` over packed values
+    `[rows, H, d]` (static `d` of at most 256) becomes one `flow.dispatch`
+    of the kernel library's `attention_fwd` (`kernels/attention.c`), which
+    reads the packed rows and the offsets directly: one workgroup per block
+    of 32 query rows and head, keys streamed in blocks of 64 with an online
+    softmax, so each item costs its own `L(b)^2` with no bucket padding.
+    Causal masks, dropout (the op's hash) and the lse result are the
+    kernel's. The keys are laid out transposed, `[H, d, rows + 64]`
+    (`linalg.transpose`, `tensor.pad`), for the kernel's score products.
+
+    The pass adds one `stream.executable @ragged_kernels` whose dispatch
+    function calls the kernel (`hal.import.static`) and whose
+    `hal.executable.objects` name the object `ragged_kernels_<isa>.o`, which
+    iree-compile finds on `--iree-hal-executable-object-search-path` (the
+    Python package's `kernels/` folder). IREE's ops are built by name, so
+    the context must allow unregistered dialects.
+
+    ```mlir
+    %o = ragged.attention %q, %k, %v {scale = 0.5 : f64}
+        : !ragged.tensor<?, [L], 2, 4, f32>
+    ```
+    becomes `ragged.values` of the operands, `ragged.offsets` of `L`, the
+    transposed keys, `flow.dispatch @ragged_kernels::@attention_fwd[%rows,
+    %heads](...)` and `ragged.pack %out[%offsets]`.
+  }];
+  let options = [
+    Option<"isa", "isa", "std::string", /*default=*/"\"x86_64_v4\"",
+           "The kernel object's ISA: x86_64_v4 (AVX-512), x86_64_v3 (AVX2 "
+           "and FMA) or arm_64 (NEON)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::ragged::RaggedDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
 def RaggedAttentionToIreePass : Pass<"ragged-attention-to-iree", "ModuleOp"> {
   let summary = "Runs ragged.attention on static length buckets with IREE's gathers and kernels";
   let description = [{

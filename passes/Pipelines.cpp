@@ -25,6 +25,14 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
       llvm::cl::desc("Length buckets of dense attention, sqrt(2) apart, at "
                      "most 24 (0: exact segment loops)"),
       llvm::cl::init(ragged::kDefaultAttentionBuckets)};
+  Option<std::string> cpuAttentionKernel{
+      *this, "cpu-attention-kernel",
+      llvm::cl::desc("Run ragged-cpu-attention-kernel first with this ISA "
+                     "(x86_64_v4, x86_64_v3, arm_64): f32 attention as "
+                     "dispatches of our CPU kernel (needs unregistered "
+                     "dialects allowed and the kernel objects on IREE's "
+                     "object search path; empty: off)"),
+      llvm::cl::init("")};
   Option<bool> ireeAttention{
       *this, "iree-attention",
       llvm::cl::desc("Run ragged-attention-to-iree first: f32 attention as "
@@ -71,6 +79,8 @@ void mlir::ragged::registerRaggedPipelines() {
         ConvertRaggedToLinalgPassOptions lowering;
         lowering.balanceTile = options.balanceTile;
         lowering.attentionBuckets = options.attentionBuckets;
+        if (!options.cpuAttentionKernel.empty())
+          pm.addPass(createCpuAttentionKernelPass({options.cpuAttentionKernel}));
         if (options.ireeAttention)
           pm.addPass(createRaggedAttentionToIreePass({options.scoresMaxRows}));
         pm.addPass(createConvertRaggedToLinalgPass(lowering));

@@ -13,6 +13,7 @@ import enum
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 #: The named pipeline, bare: its C++ defaults are an AVX-512 CPU's choices
 #: (what ``CompileOptions(cpu="znver4").pipeline`` spells out, a test checks).
@@ -95,6 +96,17 @@ _PEEL = f"{_VECTOR_STRATEGY}=peel"
 
 #: Native vector bytes on AVX-512: the pipeline's default ``cpu-vector-bytes``.
 _AVX512_VECTOR_BYTES = 64
+
+#: The kernel library's objects (``kernels/``, built by CMake), one per ISA:
+#: ``ragged_kernels_<isa>.o``, linked by iree-compile from its object
+#: search path.
+KERNELS_DIR = Path(__file__).parent.parent / "kernels"
+_OBJECT_SEARCH_PATH = "--iree-hal-executable-object-search-path"
+
+
+def kernel_object(isa: str) -> Path:
+    """The kernel library's object for ``isa``."""
+    return KERNELS_DIR / f"ragged_kernels_{isa}.o"
 #: Flags that name the CPU target instead of the host.
 _CPU_TARGET_FLAGS = {
     "--iree-llvmcpu-target-cpu",
@@ -151,6 +163,15 @@ class CpuTarget:
     def fused_attention(self) -> bool:
         """Whether ``iree_attention=None`` picks IREE's fused attention."""
         return self.avx512
+
+    @property
+    def kernel_isa(self) -> str | None:
+        """The ISA of the kernel library's objects for this CPU
+        (``kernels/``): ``x86_64_v4`` with AVX-512, ``x86_64_v3`` (AVX2 and
+        FMA) on other x86, ``arm_64`` (NEON) on aarch64."""
+        if self.x86:
+            return "x86_64_v4" if self.avx512 else "x86_64_v3"
+        return "arm_64"
 
     @property
     def vector_strategy(self) -> str | None:
@@ -267,6 +288,12 @@ class CompileOptions:
         vectorises it well there) and the linalg buckets on other CPUs
         (with AVX2 only, the fused op is 2.7x slower at MNLI and 4.8x at
         SQuAD v2 lengths); GPU targets keep the exact lowering.
+    attention_kernel: f32 attention (static head size up to 256) runs as one
+        dispatch of ragged-mlir's CPU kernel (``kernels/attention.c``),
+        which reads the packed rows and offsets directly: no length
+        buckets, each item costs its own L^2. None picks it on CPU targets;
+        False keeps IREE's codegen (``iree_attention``,
+        ``attention_buckets``); GPU targets never use it.
     attention_scores_max_rows: with ``iree_attention``, buckets of 32 up to
         this many rows (with more than one head) materialise their scores
         and run as two data-tiled contractions where the bucket's n H S^2
@@ -301,6 +328,7 @@ class CompileOptions:
     # Last, so that positional arguments keep their meaning.
     cpu: str | None = None
     cache: bool = True
+    attention_kernel: bool | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -372,10 +400,30 @@ class CompileOptions:
                 defaults = named + [f for f in defaults if f != _HOST_CPU]
             if cpu.vector_strategy:
                 defaults.append(f"{_VECTOR_STRATEGY}={cpu.vector_strategy}")
+        if self.kernel_isa:
+            defaults.append(f"{_OBJECT_SEARCH_PATH}={KERNELS_DIR}")
         defaults = [f for f in defaults if f.split("=", 1)[0] not in user]
         if lowered is not None and _NO_DATA_TILING in lowered:
             defaults = [f for f in defaults if f != _DATA_TILING]
         return defaults + list(self.iree_flags)
+
+    @property
+    def kernel_isa(self) -> str | None:
+        """The ISA of the CPU kernel objects this compile links (see
+        ``attention_kernel``), or None where it links none."""
+        if self.target != Target.LLVM_CPU or self.attention_kernel is False:
+            return None
+        isa = self._cpu_target().kernel_isa
+        if self.cpu is None and self._flags_name_cpu():
+            isa = None  # a CPU the flags name, whose ISA is unknown
+        if isa is not None and not kernel_object(isa).is_file():
+            isa = None
+        if isa is None and self.attention_kernel:
+            raise ValueError(
+                "attention_kernel: no CPU kernel object for this target "
+                f"(looked for {kernel_object(self._cpu_target().kernel_isa)})"
+            )
+        return isa
 
     def _native_vector_bytes(self) -> int:
         """The CPU target's native vector size in bytes, as IREE's
@@ -437,6 +485,8 @@ class CompileOptions:
             # As IREE's own vectorisation for this CPU.
             "peel-remainders": int(cpu and _PEEL in self.flags()),
         }
+        if self.kernel_isa:
+            options["cpu-attention-kernel"] = self.kernel_isa
         return f"builtin.module(ragged-to-iree-input{{{' '.join(f'{k}={v}' for k, v in options.items())}}})"
 
 
