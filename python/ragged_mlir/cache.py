@@ -130,10 +130,26 @@ def _host_cpu() -> str:
     return "\n".join(lines)
 
 
+_OBJECT_SEARCH_PATH = "--iree-hal-executable-object-search-path="
+
+
+def _objects_digest(folder: str) -> str:
+    """The SHA-256 of the object files iree-compile may link from
+    ``folder`` (the kernel library's): a rebuilt kernel is a new key."""
+    h = hashlib.sha256()
+    for path in sorted(Path(folder).glob("*.o")):
+        h.update(path.name.encode() + b"\0")
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def key(ir_text: str, backend: str, flags: list[str]) -> str:
     """The hex SHA-256 key of an artifact."""
     h = hashlib.sha256()
     stamp = dict(_versions(), backend=backend, flags=list(flags))
+    objects = [f[len(_OBJECT_SEARCH_PATH) :] for f in flags if f.startswith(_OBJECT_SEARCH_PATH)]
+    if objects:
+        stamp["objects"] = [_objects_digest(folder) for folder in objects]
     if any(f.endswith("=host") for f in flags) or (
         backend == "llvm-cpu" and not any(f.startswith("--iree-llvmcpu-target-cpu") for f in flags)
     ):

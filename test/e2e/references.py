@@ -115,6 +115,32 @@ def ref_attention_grads(q, k, v, g, scale, causal):
     return [x.transpose(0, 1).numpy() for x in grads]
 
 
+def _mix(x: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 32-bit finaliser on uint32 arrays."""
+    x = x ^ (x >> np.uint32(16))
+    x = x * np.uint32(0x85EBCA6B)
+    x = x ^ (x >> np.uint32(13))
+    x = x * np.uint32(0xC2B2AE35)
+    return x ^ (x >> np.uint32(16))
+
+
+def ref_dropout_kept(seed: int, item: int, heads: int, n: int, p: float) -> np.ndarray:
+    """[heads, n, n] bools: the weights of item ``item`` that attention
+    dropout keeps, by the rule in ``ragged.attention``'s documentation."""
+    with np.errstate(over="ignore"):
+        h, i, j = np.ix_(
+            np.arange(heads, dtype=np.uint32), np.arange(n, dtype=np.uint32), np.arange(n, dtype=np.uint32)
+        )
+        c = (
+            np.uint32(item) * np.uint32(0x9E3779B1)
+            + h * np.uint32(0x85EBCA77)
+            + i * np.uint32(0xC2B2AE3D)
+            + j * np.uint32(0x27D4EB2F)
+        )
+        u = _mix(_mix(c ^ np.uint32(seed & 0xFFFFFFFF)) ^ np.uint32((seed >> 32) & 0xFFFFFFFF))
+    return u >= np.uint64(min(round(p * 2.0**32), 2**32 - 1))
+
+
 def ref_attention_forward(q, k, v, scale, causal):
     """fp64 (output, lse [L, H, 1]) of one item [L, H, d]."""
     import torch

@@ -262,3 +262,15 @@ def test_key_covers_ir_backend_flags_and_host(monkeypatch):
     named = cache.key("module {}", "llvm-cpu", ["--iree-llvmcpu-target-cpu=znver4"])
     monkeypatch.undo()
     assert named == cache.key("module {}", "llvm-cpu", ["--iree-llvmcpu-target-cpu=znver4"])
+
+
+def test_key_covers_the_kernel_objects(tmp_path):
+    """A rebuilt kernel object (the same path, other bytes) is a new key."""
+    from ragged_mlir import cache
+
+    (tmp_path / "ragged_kernels_x86_64_v4.o").write_bytes(b"one")
+    flags = ["--iree-llvmcpu-target-cpu=znver4", f"--iree-hal-executable-object-search-path={tmp_path}"]
+    before = cache.key("module {}", "llvm-cpu", flags)
+    assert before == cache.key("module {}", "llvm-cpu", flags)
+    (tmp_path / "ragged_kernels_x86_64_v4.o").write_bytes(b"two")
+    assert before != cache.key("module {}", "llvm-cpu", flags)

@@ -602,12 +602,15 @@ def test_attention_is_per_item(attn, rng, ragged):
 
 
 ATTN_LOWERINGS = {
-    "exact": dict(attention_buckets=0, iree_attention=False),
-    "linalg_buckets": dict(iree_attention=False),
-    "iree_ladder": dict(iree_attention=True),
+    # Our CPU kernel (the default on CPU), then IREE's codegen behind
+    # attention_kernel=False.
+    "kernel": dict(attention_kernel=True),
+    "exact": dict(attention_buckets=0, iree_attention=False, attention_kernel=False),
+    "linalg_buckets": dict(iree_attention=False, attention_kernel=False),
+    "iree_ladder": dict(iree_attention=True, attention_kernel=False),
     # Materialised scores on buckets of 32-256 rows (several heads), IREE's
     # fused kernel on the others.
-    "iree_scores": dict(iree_attention=True, attention_scores_max_rows=256),
+    "iree_scores": dict(iree_attention=True, attention_scores_max_rows=256, attention_kernel=False),
 }
 
 #: Lengths on both sides of the static ladder's rungs (16, 32, 48, ...,

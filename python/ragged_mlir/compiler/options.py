@@ -107,6 +107,8 @@ _OBJECT_SEARCH_PATH = "--iree-hal-executable-object-search-path"
 def kernel_object(isa: str) -> Path:
     """The kernel library's object for ``isa``."""
     return KERNELS_DIR / f"ragged_kernels_{isa}.o"
+
+
 #: Flags that name the CPU target instead of the host.
 _CPU_TARGET_FLAGS = {
     "--iree-llvmcpu-target-cpu",
@@ -291,9 +293,10 @@ class CompileOptions:
     attention_kernel: f32 attention (static head size up to 256) runs as one
         dispatch of ragged-mlir's CPU kernel (``kernels/attention.c``),
         which reads the packed rows and offsets directly: no length
-        buckets, each item costs its own L^2. None picks it on CPU targets;
-        False keeps IREE's codegen (``iree_attention``,
-        ``attention_buckets``); GPU targets never use it.
+        buckets, each item costs its own L^2. None picks it on CPU targets
+        unless ``iree_attention`` or ``attention_buckets`` is given (they
+        choose IREE's codegen); False keeps IREE's codegen; GPU targets
+        never use it.
     attention_scores_max_rows: with ``iree_attention``, buckets of 32 up to
         this many rows (with more than one head) materialise their scores
         and run as two data-tiled contractions where the bucket's n H S^2
@@ -411,17 +414,29 @@ class CompileOptions:
     def kernel_isa(self) -> str | None:
         """The ISA of the CPU kernel objects this compile links (see
         ``attention_kernel``), or None where it links none."""
-        if self.target != Target.LLVM_CPU or self.attention_kernel is False:
+        if self.attention_kernel is False:
+            return None
+        if self.attention_kernel is None and (
+            self.iree_attention is not None or self.attention_buckets is not None
+        ):
+            return None  # IREE's codegen, which these options choose
+        if self.target != Target.LLVM_CPU:
+            if self.attention_kernel:
+                raise ValueError(
+                    "attention_kernel: the CPU kernel serves llvm-cpu targets only, "
+                    f"got target {self.target.value!r}"
+                )
             return None
         isa = self._cpu_target().kernel_isa
         if self.cpu is None and self._flags_name_cpu():
-            isa = None  # a CPU the flags name, whose ISA is unknown
-        if isa is not None and not kernel_object(isa).is_file():
+            isa = None  # a CPU the flags name, whose ISA is unknown here
+        elif not kernel_object(isa).is_file():
             isa = None
         if isa is None and self.attention_kernel:
             raise ValueError(
                 "attention_kernel: no CPU kernel object for this target "
-                f"(looked for {kernel_object(self._cpu_target().kernel_isa)})"
+                f"(looked for {kernel_object(self._cpu_target().kernel_isa)}; "
+                "the build makes them with the ziglang package)"
             )
         return isa
 

@@ -21,6 +21,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch_mlir")
 
 import torch.nn.functional as F  # noqa: E402
+from references import ref_dropout_kept as kept  # noqa: E402
 from torch import nn  # noqa: E402
 from torch_helpers import randn_items  # noqa: E402
 
@@ -37,30 +38,6 @@ LENGTHS = {
     "one-long": [3, 150, 2],
     "all-equal": [8, 8, 8, 8],
 }
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    x = x ^ (x >> np.uint32(16))
-    x = x * np.uint32(0x85EBCA6B)
-    x = x ^ (x >> np.uint32(13))
-    x = x * np.uint32(0xC2B2AE35)
-    return x ^ (x >> np.uint32(16))
-
-
-def kept(seed: int, item: int, heads: int, n: int, p: float) -> np.ndarray:
-    """[heads, n, n] bools: the weights of item `item` that dropout keeps."""
-    with np.errstate(over="ignore"):
-        h, i, j = np.ix_(
-            np.arange(heads, dtype=np.uint32), np.arange(n, dtype=np.uint32), np.arange(n, dtype=np.uint32)
-        )
-        c = (
-            np.uint32(item) * np.uint32(0x9E3779B1)
-            + h * np.uint32(0x85EBCA77)
-            + i * np.uint32(0xC2B2AE3D)
-            + j * np.uint32(0x27D4EB2F)
-        )
-        u = _mix(_mix(c ^ np.uint32(seed & 0xFFFFFFFF)) ^ np.uint32((seed >> 32) & 0xFFFFFFFF))
-    return u >= np.uint64(min(round(p * 2.0**32), 2**32 - 1))
 
 
 def reference(q, k, v, g, lengths, seed, p, causal):

@@ -1,0 +1,68 @@
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-cpu-attention-kernel=isa=x86_64_v3 --cse | FileCheck %s --implicit-check-not="ragged.attention %q"
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-cpu-attention-kernel=isa=arm_64 | FileCheck %s --check-prefix=ARM
+// RUN: not ragged-opt %s --ragged-cpu-attention-kernel 2>&1 | FileCheck %s --check-prefix=UNREGISTERED
+
+// UNREGISTERED: error: ragged-cpu-attention-kernel emits IREE's stream.executable and flow.dispatch, which this context does not know: allow unregistered dialects
+
+// One executable for the module, linking the ISA's object, whose export has
+// a workgroup per 32 query rows and head and calls the kernel on the
+// bindings' memrefs.
+// CHECK: "stream.executable"() ({
+// CHECK:   "stream.executable.export"() ({
+// CHECK:   ^bb0(%[[ROWS:.+]]: index, %[[HEADS:.+]]: index):
+// CHECK:     %[[X:.+]] = arith.ceildivui %[[ROWS]], %c32
+// CHECK:     "stream.return"(%[[X]], %[[HEADS]], %c1)
+// CHECK:   }) {function_ref = @attention_fwd, sym_name = "attention_fwd", sym_visibility = "public"}
+// CHECK:   func.func private @ragged_attention_fwd(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index, index) attributes {hal.import.static}
+// CHECK:   func.func @attention_fwd(%{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding,
+// CHECK-COUNT-7: "stream.binding.subspan"
+// CHECK:     "stream.dispatch.workgroup.id"() {dimension = 0 : index}
+// CHECK:     "stream.dispatch.workgroup.id"() {dimension = 1 : index}
+// CHECK:     call @ragged_attention_fwd(
+// CHECK: hal.executable.objects = #hal.executable.objects<{#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64"> = [#hal.executable.object<{path = "ragged_kernels_x86_64_v3.o"}>]}>, sym_name = "ragged_kernels"
+// CHECK-NOT: "stream.executable"
+
+// ARM: #hal.executable.target<"llvm-cpu", "embedded-elf-arm_64"> = [#hal.executable.object<{path = "ragged_kernels_arm_64.o"}>]
+
+// The packed values and offsets go straight to the dispatch; the keys are
+// transposed to [H, d, rows + 64] (zero tail); the flags are operands:
+// scale, causal, dropout, threshold, keep.
+// CHECK-LABEL: func.func @causal
+// CHECK-DAG: %[[Q:.+]] = ragged.values %arg0
+// CHECK-DAG: %[[K:.+]] = ragged.values %arg1
+// CHECK-DAG: %[[V:.+]] = ragged.values %arg2
+// CHECK-DAG: %[[OFF:.+]] = ragged.offsets %arg0["L"]
+// CHECK: %[[T:.+]] = linalg.transpose ins(%[[K]] : tensor<?x2x4xf32>) outs(%{{.+}} : tensor<2x4x?xf32>) permutation = [1, 2, 0]
+// CHECK: %[[KT:.+]] = tensor.pad %[[T]] low[0, 0, 0] high[0, 0, %{{.+}}]
+// CHECK: %[[D:.+]]:2 = "flow.dispatch"(%{{.+}}, %{{.+}}, %[[Q]], %[[KT]], %[[V]], %[[OFF]], %[[OFF]], {{.*}}) {entry_points = [@ragged_kernels::@attention_fwd], operandSegmentSizes = array<i32: 2, 16, 5, 2>, tied_operands = [-1 : index, -1 : index]} : ({{.*}}) -> (tensor<?x2x4xf32>, tensor<?x2x1xf32>)
+// CHECK: %[[O:.+]] = ragged.pack %[[D]]#0[%[[OFF]]]
+// CHECK: return %[[O]]
+func.func @causal(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>, %v: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
+  %o = ragged.attention %q, %k, %v {scale = 0.5 : f64, causal} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %o : !ragged.tensor<?, [L], 2, 4, f32>
+}
+
+// Dropout passes the seed as [1] i64, the threshold round(p 2^32) and the
+// kept weights' factor 1 / (1 - p); the lse is the dispatch's second result.
+// CHECK-LABEL: func.func @dropout_lse
+// CHECK: %[[SEED:.+]] = tensor.expand_shape %arg1 [] output_shape [1] : tensor<i64> into tensor<1xi64>
+// CHECK-DAG: %[[THRESHOLD:.+]] = arith.constant 1073741824 : i32
+// CHECK-DAG: %[[KEEP:.+]] = arith.constant 1.33333337 : f32
+// CHECK: %[[D:.+]]:2 = "flow.dispatch"({{.*}}%[[SEED]], {{.*}}%[[THRESHOLD]], %[[KEEP]], {{.*}}) {entry_points = [@ragged_kernels::@attention_fwd]
+// CHECK: %[[O:.+]] = ragged.pack %[[D]]#0
+// CHECK: %[[LSE:.+]] = ragged.pack %[[D]]#1
+// CHECK: return %[[O]], %[[LSE]]
+func.func @dropout_lse(%q: !ragged.tensor<?, [L], 2, 4, f32>, %seed: tensor<i64>) -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 1, f32>) {
+  %o, %lse = ragged.attention %q, %q, %q dropout(%seed : tensor<i64>) {scale = 0.5 : f64, dropout = 0.25 : f64} : !ragged.tensor<?, [L], 2, 4, f32> lse !ragged.tensor<?, [L], 2, 1, f32>
+  return %o, %lse : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 1, f32>
+}
+
+// f64, and a head size past the kernel's 256, are left alone.
+// CHECK-LABEL: func.func @left_alone
+// CHECK: ragged.attention %arg0, %arg0, %arg0 : !ragged.tensor<?, [L], 2, 4, f64>
+// CHECK: ragged.attention %arg1, %arg1, %arg1 : !ragged.tensor<?, [L], 1, 320, f32>
+func.func @left_alone(%a: !ragged.tensor<?, [L], 2, 4, f64>, %b: !ragged.tensor<?, [L], 1, 320, f32>) -> (!ragged.tensor<?, [L], 2, 4, f64>, !ragged.tensor<?, [L], 1, 320, f32>) {
+  %x = ragged.attention %a, %a, %a : !ragged.tensor<?, [L], 2, 4, f64>
+  %y = ragged.attention %b, %b, %b : !ragged.tensor<?, [L], 1, 320, f32>
+  return %x, %y : !ragged.tensor<?, [L], 2, 4, f64>, !ragged.tensor<?, [L], 1, 320, f32>
+}
