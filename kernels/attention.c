@@ -1,25 +1,36 @@
 //===- attention.c - varlen flash attention on packed rows ----------------===//
 //
-// ragged.attention's forward on CPU: softmax(scale * Q Kᵀ [+ causal]) V per
-// item and head, read straight from the packed rows and the offsets. One
-// workgroup takes a block of RK_BQ packed query rows and one head; where the
-// block spans items, each item's rows attend to that item's keys only, so
-// every item costs its own L(b)^2 and no row is padded to a bucket. Keys
-// and values stream in blocks of RK_BK with an online softmax (running
-// maximum and sum, the output rescaled as the maximum grows); the scores of
-// a block stay in a small stack buffer.
+// ragged.attention on CPU, forward and gradients: softmax(scale * Q Kᵀ
+// [+ causal]) V per item and head, read straight from the packed rows and
+// the offsets. One workgroup takes a block of RK_BQ packed rows and one
+// head; where the block spans items, each item's rows meet that item's rows
+// only, so every item costs its own L(b)^2 and no row is padded to a
+// bucket. The other side streams in blocks of RK_BK rows; the products of a
+// block stay in small stack buffers.
+//
+// - forward: per query row, an online softmax over the key blocks (running
+//   maximum and sum, the output rescaled as the maximum grows); also the
+//   lse of each row.
+// - attention_dq: per query row, the weights recomputed from the lse,
+//   dP = dO Vᵀ, dS = P o (kept dP - D) with D = rowsum(dO o O), dQ = scale
+//   dS K.
+// - attention_dkv: per key row, the same transposed, dV = (kept P)ᵀ dO and
+//   dK = scale dSᵀ Q; two kernels rather than one with atomics.
+// Dropout follows ragged.attention's hash of (seed, item, head, query, key).
 //
 // Built freestanding (no libc, no libm) for IREE's embedded ELF executables
 // with GCC/Clang vector extensions, once per ISA: the vector width RK_VL is
 // 16 floats on AVX-512 and 8 on AVX2 and NEON.
 //
-// Layouts (f32, row-major):
-//   q, v     [rows, heads, d]   packed rows of every item
-//   kt       [heads, d, kt_stride]   the keys transposed, kt_stride >= rows
-//            + RK_BK (the tail is read as padding, never used)
-//   offsets  [items + 1] i64    item b holds rows offsets[b] .. offsets[b+1]
-//   out      [rows, heads, d]
-//   lse      [rows, heads]      log-sum-exp of each row's scaled logits
+// Layouts (f32, row-major; ts: the stride of the transposed ones, at least
+// rows + RK_BK: the tail is read as padding and never used; a stride off
+// multiples of 4 KiB keeps a block's d rows out of each other's cache sets):
+//   q, k, v, dout, out, dq, dk, dv   [rows, heads, d]  packed rows
+//   qt, kt, vt, dot                  [heads, d, ts]    transposed
+//   lse                              [rows, heads]     log-sum-exp of each
+//                                                      row's scaled logits
+//   lset, dt                         [heads, ts]       lse and D transposed
+//   offsets  [items + 1] i64   item b holds rows offsets[b] .. offsets[b+1]
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +43,8 @@
 
 #define RK_BQ 32  // query rows per workgroup
 #define RK_BK 64  // keys per block
-#define RK_MAX_D 256
+#define RK_MAX_D 256     // head size, forward
+#define RK_MAX_BWD_D 128 // head size, gradients
 
 typedef float vf __attribute__((vector_size(RK_VL * 4)));
 typedef float vf_u __attribute__((vector_size(RK_VL * 4), aligned(4)));
@@ -56,12 +68,7 @@ static inline vf splat(float x) { return (vf){0} + x; }
 
 static inline vf vmax(vf a, vf b) { return __builtin_elementwise_max(a, b); }
 
-static inline float hmax(vf x) {
-  float m = x[0];
-  for (int i = 1; i < RK_VL; ++i)
-    m = x[i] > m ? x[i] : m;
-  return m;
-}
+static inline float hmax(vf x) { return __builtin_reduce_max(x); }
 
 static inline float hsum(vf x) {
   float s = 0.0f;
@@ -141,13 +148,16 @@ static inline vu mix(vu x) {
   return x;
 }
 
-/// What one workgroup's attention shares.
+/// What one workgroup shares. Packed rows are [rows, heads, d] (row stride
+/// rs); transposed operands are [heads, d, ts] and per-row statistics
+/// [heads, ts] (ts: their row stride, past rows + RK_BK).
 struct job {
-  const float *q, *kt, *v;
-  float *out, *lse;
-  int64_t heads, d, rs, kt_stride;
-  int64_t h;
-  float scale2; // scale * log2(e): logits in base 2
+  const float *q, *k, *v, *dout;   // packed rows
+  const float *qt, *kt, *vt, *dot; // transposed
+  const float *lset, *dt;          // lse and rowsum(dO o O), [heads, ts]
+  float *out, *lse, *dq, *dk, *dv; // results ([rows, heads] for lse)
+  int64_t heads, d, rs, ts, h;
+  float scale, scale2; // scale, and scale * log2(e): logits in base 2
   int causal;
   // Dropout (where `dropout`): kept where the hash >= threshold, kept
   // weights times `keep`.
@@ -156,41 +166,66 @@ struct job {
   float keep;
 };
 
-/// Scores of query rows [i0, i0 + RK_QK_ROWS * rows4) (positions in the
-/// item starting at packed row `start`, of length `len`) against keys
-/// [j0, j0 + RK_BK): s[r][j], base-2 logits; rows past `last` repeat it.
-static void scores(const struct job *J, int64_t start, int64_t i0,
-                   int64_t last, int64_t tiles, int64_t j0,
-                   float s[RK_BQ][RK_BK]) {
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+// ragged.attention's dropout hash: c = A item + B head + C query + D key.
+#define HASH_ITEM 0x9E3779B1u
+#define HASH_HEAD 0x85EBCA77u
+#define HASH_QUERY 0xC2B2AE3Du
+#define HASH_KEY 0x27D4EB2Fu
+
+/// The dropout factors (`keep` or 0) of RK_VL weights whose hash inputs are
+/// `base` plus `mult` times first, first + 1, ...
+static inline vf kept(const struct job *J, uint32_t base, uint32_t mult,
+                      int64_t first) {
+  vu idx = (vu)(iota() + (int32_t)first);
+  vu u = mix(mix((base + mult * idx) ^ J->seed_lo) ^ J->seed_hi);
+  return (vf)((vi)splat(J->keep) & (vi)(u >= J->threshold));
+}
+
+/// The transposed operand `t` at head h, column c = 0, position `at`.
+static inline const float *column(const struct job *J, const float *t,
+                                  int64_t at) {
+  return t + J->h * J->d * J->ts + at;
+}
+
+/// The packed row `row` of `x` at head h.
+static inline const float *row_of(const struct job *J, const float *x,
+                                  int64_t row) {
+  return x + row * J->rs + J->h * J->d;
+}
+
+/// s[r][j] = scale * sum_c a_r[c] bt[c * J->ts + j] for j < RK_BK and the
+/// rows of `tiles` tiles, a_r the packed row `first + min(r, last)` of `a`.
+static void products(const struct job *J, const float *a, int64_t first,
+                     int64_t last, int64_t tiles, const float *bt,
+                     float scale, float s[RK_BQ][RK_BK]) {
   const int64_t d = J->d;
-  const float *kt = J->kt + J->h * d * J->kt_stride + start + j0;
   for (int64_t t = 0; t < tiles; ++t) {
-    const float *qr[RK_QK_ROWS];
+    const float *ar[RK_QK_ROWS];
     for (int r = 0; r < RK_QK_ROWS; ++r) {
-      int64_t i = i0 + t * RK_QK_ROWS + r;
-      i = i < last ? i : last;
-      qr[r] = J->q + (start + i) * J->rs + J->h * d;
+      int64_t i = t * RK_QK_ROWS + r;
+      ar[r] = row_of(J, a, first + (i < last ? i : last));
     }
     for (int jv = 0; jv < RK_NV; jv += RK_QK_VECS) {
       vf acc[RK_QK_ROWS][RK_QK_VECS];
       for (int r = 0; r < RK_QK_ROWS; ++r)
         for (int k = 0; k < RK_QK_VECS; ++k)
           acc[r][k] = splat(0.0f);
-      const float *kc = kt + jv * RK_VL;
-      for (int64_t c = 0; c < d; ++c, kc += J->kt_stride) {
-        vf kv[RK_QK_VECS];
+      const float *bc = bt + jv * RK_VL;
+      for (int64_t c = 0; c < d; ++c, bc += J->ts) {
+        vf bv[RK_QK_VECS];
         for (int k = 0; k < RK_QK_VECS; ++k)
-          kv[k] = load(kc + k * RK_VL);
+          bv[k] = load(bc + k * RK_VL);
         for (int r = 0; r < RK_QK_ROWS; ++r) {
-          vf qb = splat(qr[r][c]);
+          vf ab = splat(ar[r][c]);
           for (int k = 0; k < RK_QK_VECS; ++k)
-            acc[r][k] += qb * kv[k];
+            acc[r][k] += ab * bv[k];
         }
       }
       for (int r = 0; r < RK_QK_ROWS; ++r)
         for (int k = 0; k < RK_QK_VECS; ++k)
-          store(&s[t * RK_QK_ROWS + r][(jv + k) * RK_VL],
-                acc[r][k] * J->scale2);
+          store(&s[t * RK_QK_ROWS + r][(jv + k) * RK_VL], acc[r][k] * scale);
     }
   }
 }
@@ -238,28 +273,29 @@ PV_TILE(4, 2)
 #endif
 PV_TILE(8, 1)
 
-/// o[0 .. rows) += p v over nk keys of the value rows starting at `vrow`,
-/// all d columns; rows are padded to the tiles (o and p have RK_BQ rows).
+/// o[r][:d] += sum_{j < nk} p[r][j] b_j for rows r < rows (a multiple of 8),
+/// b_j the packed row `first + j` of `b`; o's rows are `ostride` apart.
 static void apply(const struct job *J, const float p[RK_BQ][RK_BK],
-                  const float *vrow, int64_t nk, int64_t rows,
-                  float o[RK_BQ][RK_MAX_D]) {
-  const int64_t d = J->d;
+                  const float *b, int64_t first, int64_t nk, int64_t rows,
+                  float *o, int64_t ostride) {
+  const int64_t d = J->d, rs = J->rs;
+  const float *brow = row_of(J, b, first);
   int64_t c = 0;
   for (; c + 4 * RK_VL <= d; c += 4 * RK_VL)
     for (int64_t r = 0; r < rows; r += PV4_ROWS)
-      PV4(&p[r][0], vrow + c, J->rs, nk, &o[r][c], RK_MAX_D);
+      PV4(&p[r][0], brow + c, rs, nk, o + r * ostride + c, ostride);
   for (; c + 2 * RK_VL <= d; c += 2 * RK_VL)
     for (int64_t r = 0; r < rows; r += PV2_ROWS)
-      PV2(&p[r][0], vrow + c, J->rs, nk, &o[r][c], RK_MAX_D);
+      PV2(&p[r][0], brow + c, rs, nk, o + r * ostride + c, ostride);
   for (; c + RK_VL <= d; c += RK_VL)
     for (int64_t r = 0; r < rows; r += 8)
-      pv_8_1(&p[r][0], vrow + c, J->rs, nk, &o[r][c], RK_MAX_D);
+      pv_8_1(&p[r][0], brow + c, rs, nk, o + r * ostride + c, ostride);
   for (; c < d; ++c)
     for (int64_t r = 0; r < rows; ++r) {
-      float a = o[r][c];
+      float a = o[r * ostride + c];
       for (int64_t j = 0; j < nk; ++j)
-        a += p[r][j] * vrow[j * J->rs + c];
-      o[r][c] = a;
+        a += p[r][j] * brow[j * rs + c];
+      o[r * ostride + c] = a;
     }
 }
 
@@ -267,13 +303,23 @@ static inline int64_t round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
 }
 
-/// Attention of query rows [i0, i1) of item `item` (packed rows [start,
-/// start + len)).
-static void attend(const struct job *J, int64_t item, int64_t start,
-                   int64_t len, int64_t i0, int64_t i1) {
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/// Lanes [0, limit) of a vector holding positions jv * RK_VL + lane.
+static inline vi below(int jv, int64_t limit) {
+  return (iota() + jv * RK_VL) < (int32_t)limit;
+}
+
+/// The forward of query rows [i0, i1) of item `item` (packed rows [start,
+/// start + len)): online softmax over blocks of RK_BK keys.
+static void forward(const struct job *J, int64_t item, int64_t start,
+                    int64_t len, int64_t i0, int64_t i1) {
   float s[RK_BQ][RK_BK] __attribute__((aligned(64)));
   float o[RK_BQ][RK_MAX_D] __attribute__((aligned(64)));
-  float mx[RK_BQ], sum[RK_BQ];
+  // Per row: the running maximum (base-2 logits) and the running sums of
+  // the weights, kept as vectors (lanes summed once, at the end).
+  float mx[RK_BQ];
+  vf sum[RK_BQ];
   const int64_t m = i1 - i0, d = J->d;
   // Rows are computed in whole tiles (rows past m repeat the last one and
   // are never stored); 8 rows cover every tile.
@@ -281,67 +327,167 @@ static void attend(const struct job *J, int64_t item, int64_t start,
   const int64_t tiles = round_up(m, RK_QK_ROWS) / RK_QK_ROWS;
   for (int64_t r = 0; r < rows; ++r) {
     mx[r] = -__builtin_inff();
-    sum[r] = 0.0f;
+    sum[r] = splat(0.0f);
     for (int64_t c = 0; c < d; ++c)
       o[r][c] = 0.0f;
-    for (int64_t j = 0; j < RK_BK; ++j)
-      s[r][j] = 0.0f;
   }
   const int64_t kend = J->causal ? i1 : len;
-  const vi lane = iota();
+  const vi minus_inf = (vi)splat(-__builtin_inff());
   for (int64_t j0 = 0; j0 < kend; j0 += RK_BK) {
-    const int64_t nk = kend - j0 < RK_BK ? kend - j0 : RK_BK;
-    scores(J, start, i0, i1 - 1, tiles, j0, s);
+    const int64_t nk = min64(kend - j0, RK_BK);
+    products(J, J->q, start + i0, m - 1, tiles, column(J, J->kt, start + j0),
+             J->scale2, s);
     for (int64_t r = 0; r < m; ++r) {
       // Keys past the block or (causal) after the query are masked.
-      int64_t limit = nk;
-      if (J->causal) {
-        int64_t after = i0 + r + 1 - j0;
-        limit = after < limit ? after : limit;
-      }
+      const int64_t limit = J->causal ? min64(nk, i0 + r + 1 - j0) : nk;
+      vf x[RK_NV];
       vf rowmax = splat(-__builtin_inff());
       for (int jv = 0; jv < RK_NV; ++jv) {
-        vi valid = (lane + jv * RK_VL) < (int32_t)limit;
-        vf x = load(&s[r][jv * RK_VL]);
-        x = (vf)(((vi)x & valid) | ((vi)splat(-__builtin_inff()) & ~valid));
-        store(&s[r][jv * RK_VL], x);
-        rowmax = vmax(rowmax, x);
+        x[jv] = load(&s[r][jv * RK_VL]);
+        if (limit < RK_BK) {
+          vi valid = below(jv, limit);
+          x[jv] = (vf)(((vi)x[jv] & valid) | (minus_inf & ~valid));
+        }
+        rowmax = vmax(rowmax, x[jv]);
       }
       float mnew = hmax(rowmax);
       mnew = mnew > mx[r] ? mnew : mx[r];
       float alpha = exp2s(mx[r] - mnew);
       mx[r] = mnew;
-      vf rowsum = splat(0.0f);
-      uint32_t base = 0;
-      if (J->dropout)
-        base = 0x9E3779B1u * (uint32_t)item + 0x85EBCA77u * (uint32_t)J->h +
-               0xC2B2AE3Du * (uint32_t)(i0 + r);
+      vf acc = sum[r] * alpha;
+      const uint32_t base = HASH_ITEM * (uint32_t)item +
+                            HASH_HEAD * (uint32_t)J->h +
+                            HASH_QUERY * (uint32_t)(i0 + r);
       for (int jv = 0; jv < RK_NV; ++jv) {
-        vf p = exp2v(load(&s[r][jv * RK_VL]) - mnew);
-        rowsum += p;
-        if (J->dropout) {
-          vu j = (vu)(lane + (int32_t)(j0 + jv * RK_VL));
-          vu u = mix(mix((base + 0x27D4EB2Fu * j) ^ J->seed_lo) ^ J->seed_hi);
-          vi kept = (vi)(u >= J->threshold);
-          p = (vf)((vi)(p * J->keep) & kept);
-        }
+        vf p = exp2v(x[jv] - mnew);
+        acc += p;
+        if (J->dropout)
+          p *= kept(J, base, HASH_KEY, j0 + jv * RK_VL);
         store(&s[r][jv * RK_VL], p);
       }
-      sum[r] = sum[r] * alpha + hsum(rowsum);
+      sum[r] = acc;
       if (alpha != 1.0f)
         for (int64_t c = 0; c < d; ++c)
           o[r][c] *= alpha;
     }
-    apply(J, (const float(*)[RK_BK])s,
-          J->v + (start + j0) * J->rs + J->h * d, nk, rows, o);
+    apply(J, (const float(*)[RK_BK])s, J->v, start + j0, nk, rows, &o[0][0],
+          RK_MAX_D);
   }
   for (int64_t r = 0; r < m; ++r) {
-    float inv = 1.0f / sum[r];
+    float total = hsum(sum[r]), inv = 1.0f / total;
     float *dst = J->out + (start + i0 + r) * J->rs + J->h * d;
     for (int64_t c = 0; c < d; ++c)
       dst[c] = o[r][c] * inv;
     J->lse[(start + i0 + r) * J->heads + J->h] =
-        (mx[r] + log2s(sum[r])) * 0.6931471805599453f;
+        (mx[r] + log2s(total)) * LN2;
+  }
+}
+
+/// dQ of query rows [i0, i1) of an item: per block of keys, the weights P
+/// from the lse, dP = dO Vᵀ, dS = P o (kept dP - D), dQ += scale dS K.
+static void grad_query(const struct job *J, int64_t item, int64_t start,
+                       int64_t len, int64_t i0, int64_t i1) {
+  float s[RK_BQ][RK_BK] __attribute__((aligned(64)));
+  float dp[RK_BQ][RK_BK] __attribute__((aligned(64)));
+  float dq[RK_BQ][RK_MAX_BWD_D] __attribute__((aligned(64)));
+  const int64_t m = i1 - i0, d = J->d;
+  const int64_t rows = round_up(m, 8);
+  const int64_t tiles = round_up(m, RK_QK_ROWS) / RK_QK_ROWS;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c)
+      dq[r][c] = 0.0f;
+  const float *lse = J->lset + J->h * J->ts, *dd = J->dt + J->h * J->ts;
+  const int64_t kend = J->causal ? i1 : len;
+  for (int64_t j0 = 0; j0 < kend; j0 += RK_BK) {
+    const int64_t nk = min64(kend - j0, RK_BK);
+    products(J, J->q, start + i0, m - 1, tiles, column(J, J->kt, start + j0),
+             J->scale2, s);
+    products(J, J->dout, start + i0, m - 1, tiles,
+             column(J, J->vt, start + j0), 1.0f, dp);
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t limit = J->causal ? min64(nk, i0 + r + 1 - j0) : nk;
+      const float l2 = lse[start + i0 + r] * LOG2E, dr = dd[start + i0 + r];
+      const uint32_t base = HASH_ITEM * (uint32_t)item +
+                            HASH_HEAD * (uint32_t)J->h +
+                            HASH_QUERY * (uint32_t)(i0 + r);
+      for (int jv = 0; jv < RK_NV; ++jv) {
+        vf p = exp2v(load(&s[r][jv * RK_VL]) - l2);
+        if (limit < RK_BK)
+          p = (vf)((vi)p & below(jv, limit));
+        vf g = load(&dp[r][jv * RK_VL]);
+        if (J->dropout)
+          g *= kept(J, base, HASH_KEY, j0 + jv * RK_VL);
+        store(&s[r][jv * RK_VL], p * (g - dr));
+      }
+    }
+    apply(J, (const float(*)[RK_BK])s, J->k, start + j0, nk, rows, &dq[0][0],
+          RK_MAX_BWD_D);
+  }
+  for (int64_t r = 0; r < m; ++r) {
+    float *dst = J->dq + (start + i0 + r) * J->rs + J->h * d;
+    for (int64_t c = 0; c < d; ++c)
+      dst[c] = dq[r][c] * J->scale;
+  }
+}
+
+/// dK and dV of key rows [j0, j1) of an item: per block of queries, the
+/// transposed weights Pᵀ from the lse, dPᵀ = V dOᵀ, dV += (kept Pᵀ) dO,
+/// dSᵀ = Pᵀ o (kept dPᵀ - D), dK += scale dSᵀ Q.
+static void grad_key_value(const struct job *J, int64_t item, int64_t start,
+                           int64_t len, int64_t j0, int64_t j1) {
+  float s[RK_BQ][RK_BK] __attribute__((aligned(64)));
+  float dp[RK_BQ][RK_BK] __attribute__((aligned(64)));
+  float dk[RK_BQ][RK_MAX_BWD_D] __attribute__((aligned(64)));
+  float dv[RK_BQ][RK_MAX_BWD_D] __attribute__((aligned(64)));
+  const int64_t m = j1 - j0, d = J->d;
+  const int64_t rows = round_up(m, 8);
+  const int64_t tiles = round_up(m, RK_QK_ROWS) / RK_QK_ROWS;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c)
+      dk[r][c] = dv[r][c] = 0.0f;
+  const float *lse = J->lset + J->h * J->ts, *dd = J->dt + J->h * J->ts;
+  // Causal: key j is seen by queries j and after.
+  for (int64_t i0 = J->causal ? j0 : 0; i0 < len; i0 += RK_BK) {
+    const int64_t nq = min64(len - i0, RK_BK);
+    products(J, J->k, start + j0, m - 1, tiles, column(J, J->qt, start + i0),
+             J->scale2, s);
+    products(J, J->v, start + j0, m - 1, tiles,
+             column(J, J->dot, start + i0), 1.0f, dp);
+    vf l2[RK_NV], dr[RK_NV];
+    for (int iv = 0; iv < RK_NV; ++iv) {
+      l2[iv] = load(lse + start + i0 + iv * RK_VL) * LOG2E;
+      dr[iv] = load(dd + start + i0 + iv * RK_VL);
+    }
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t j = j0 + r;
+      const uint32_t base = HASH_ITEM * (uint32_t)item +
+                            HASH_HEAD * (uint32_t)J->h +
+                            HASH_KEY * (uint32_t)j;
+      for (int iv = 0; iv < RK_NV; ++iv) {
+        vf p = exp2v(load(&s[r][iv * RK_VL]) - l2[iv]);
+        vi valid = below(iv, nq);
+        if (J->causal) // query i0 + lane >= key j
+          valid &= (iota() + (int32_t)(i0 + iv * RK_VL)) >= (int32_t)j;
+        p = (vf)((vi)p & valid);
+        vf g = load(&dp[r][iv * RK_VL]), f = splat(1.0f);
+        if (J->dropout)
+          f = kept(J, base, HASH_QUERY, i0 + iv * RK_VL);
+        store(&s[r][iv * RK_VL], p * f);
+        store(&dp[r][iv * RK_VL], p * (g * f - dr[iv]));
+      }
+    }
+    apply(J, (const float(*)[RK_BK])s, J->dout, start + i0, nq, rows,
+          &dv[0][0], RK_MAX_BWD_D);
+    apply(J, (const float(*)[RK_BK])dp, J->q, start + i0, nq, rows, &dk[0][0],
+          RK_MAX_BWD_D);
+  }
+  for (int64_t r = 0; r < m; ++r) {
+    float *kd = J->dk + (start + j0 + r) * J->rs + J->h * d;
+    float *vd = J->dv + (start + j0 + r) * J->rs + J->h * d;
+    for (int64_t c = 0; c < d; ++c) {
+      kd[c] = dk[r][c] * J->scale;
+      vd[c] = dv[r][c];
+    }
   }
 }
 
@@ -358,62 +504,119 @@ static int64_t item_of(const int64_t *offsets, int64_t items, int64_t row) {
   return lo;
 }
 
-/// One workgroup: packed query rows [block * RK_BQ, ...) of head `h`.
-void ragged_attention_block(const float *q, const float *kt, const float *v,
-                            const int64_t *offsets, int64_t items,
-                            const int64_t *seed, float *out, float *lse,
-                            int64_t rows, int64_t heads, int64_t d,
-                            int64_t kt_stride, float scale, int64_t causal,
-                            int64_t dropout, uint32_t threshold, float keep,
-                            int64_t block, int64_t h) {
-  struct job J = {q,         kt,
-                  v,         out,
-                  lse,       heads,
-                  d,         heads * d,
-                  kt_stride, h,
-                  scale * 1.4426950408889634f,
-                  (int)causal,
-                  (int)dropout,
-                  threshold,
-                  0,
-                  0,
-                  keep};
-  if (dropout) {
-    J.seed_lo = (uint32_t)(uint64_t)seed[0];
-    J.seed_hi = (uint32_t)((uint64_t)seed[0] >> 32);
-  }
-  int64_t r0 = block * RK_BQ, r1 = r0 + RK_BQ < rows ? r0 + RK_BQ : rows;
+typedef void (*segment_fn)(const struct job *, int64_t item, int64_t start,
+                           int64_t len, int64_t first, int64_t end);
+
+/// Runs `fn` on every item's share of packed rows [block * RK_BQ, ...).
+static void run_block(const struct job *J, segment_fn fn,
+                      const int64_t *offsets, int64_t items, int64_t rows,
+                      int64_t block) {
+  int64_t r0 = block * RK_BQ, r1 = min64(r0 + RK_BQ, rows);
   for (int64_t b = item_of(offsets, items, r0); r0 < r1 && b < items; ++b) {
     int64_t start = offsets[b], end = offsets[b + 1];
-    int64_t stop = end < r1 ? end : r1;
+    int64_t stop = min64(end, r1);
     if (stop > r0)
-      attend(&J, b, start, end - start, r0 - start, stop - start);
+      fn(J, b, start, end - start, r0 - start, stop - start);
     r0 = stop > r0 ? stop : r0;
   }
 }
 
-/// The entry point IREE calls (hal.import.static): each memref<?xT> arrives
-/// as (base, aligned, offset, size, stride).
+/// The scalars every entry point takes, after its buffers.
+#define SCALARS                                                                \
+  int64_t rows, int64_t heads, int64_t d, int64_t ts, float scale,            \
+      int64_t causal, int64_t dropout, int32_t threshold, float keep,         \
+      int64_t block, int64_t h
+
+static struct job make_job(const int64_t *seed, SCALARS) {
+  struct job J = {0};
+  J.heads = heads, J.d = d, J.rs = heads * d, J.ts = ts, J.h = h;
+  J.scale = scale, J.scale2 = scale * LOG2E;
+  J.causal = (int)causal, J.dropout = (int)dropout;
+  J.threshold = (uint32_t)threshold, J.keep = keep;
+  if (dropout) {
+    J.seed_lo = (uint32_t)(uint64_t)seed[0];
+    J.seed_hi = (uint32_t)((uint64_t)seed[0] >> 32);
+  }
+  (void)rows, (void)block;
+  return J;
+}
+
+#define FORWARD_SCALARS rows, heads, d, ts, scale, causal, dropout, threshold, keep, block, h
+
+/// Plain-pointer entry points: one workgroup (block of RK_BQ packed rows,
+/// head h) each.
+void ragged_attention_block(const float *q, const float *kt, const float *v,
+                            const int64_t *offsets, int64_t items,
+                            const int64_t *seed, float *out, float *lse,
+                            SCALARS) {
+  struct job J = make_job(seed, FORWARD_SCALARS);
+  J.q = q, J.kt = kt, J.v = v, J.out = out, J.lse = lse;
+  run_block(&J, forward, offsets, items, rows, block);
+}
+
+void ragged_attention_dq_block(const float *q, const float *k,
+                               const float *kt, const float *vt,
+                               const float *dout, const float *lset,
+                               const float *dt, const int64_t *offsets,
+                               int64_t items, const int64_t *seed, float *dq,
+                               SCALARS) {
+  struct job J = make_job(seed, FORWARD_SCALARS);
+  J.q = q, J.k = k, J.kt = kt, J.vt = vt, J.dout = dout, J.lset = lset,
+  J.dt = dt, J.dq = dq;
+  run_block(&J, grad_query, offsets, items, rows, block);
+}
+
+void ragged_attention_dkv_block(const float *q, const float *k,
+                                const float *v, const float *qt,
+                                const float *dout, const float *dot,
+                                const float *lset, const float *dt,
+                                const int64_t *offsets, int64_t items,
+                                const int64_t *seed, float *dk, float *dv,
+                                SCALARS) {
+  struct job J = make_job(seed, FORWARD_SCALARS);
+  J.q = q, J.k = k, J.v = v, J.qt = qt, J.dout = dout, J.dot = dot,
+  J.lset = lset, J.dt = dt, J.dk = dk, J.dv = dv;
+  run_block(&J, grad_key_value, offsets, items, rows, block);
+}
+
+/// The entry points IREE calls (hal.import.static): each memref<?xT>
+/// arrives as (base, aligned, offset, size, stride).
 #define MEMREF(T, name)                                                        \
-  T *name##_base, T *name, int64_t name##_offset, int64_t name##_size,        \
-      int64_t name##_stride
+  T *name##_base __attribute__((unused)), T *name##_data,                     \
+      int64_t name##_offset, int64_t name##_size __attribute__((unused)),     \
+      int64_t name##_stride __attribute__((unused))
+#define AT(name) (name##_data + name##_offset)
+#define ITEMS(offsets) (offsets##_size - 1)
+
 void ragged_attention_fwd(MEMREF(const float, q), MEMREF(const float, kt),
-                          MEMREF(const float, v), MEMREF(const int64_t, offsets),
+                          MEMREF(const float, v),
+                          MEMREF(const int64_t, offsets),
                           MEMREF(const int64_t, seed), MEMREF(float, out),
-                          MEMREF(float, lse), int64_t rows, int64_t heads,
-                          int64_t d, int64_t key_stride, float scale,
-                          int64_t causal, int64_t dropout, int32_t threshold,
-                          float keep, int64_t block, int64_t h) {
-  (void)q_base, (void)kt_base, (void)v_base, (void)offsets_base,
-      (void)seed_base, (void)out_base, (void)lse_base;
-  (void)q_size, (void)kt_size, (void)v_size, (void)seed_size, (void)out_size,
-      (void)lse_size;
-  (void)q_stride, (void)kt_stride, (void)v_stride, (void)offsets_stride,
-      (void)seed_stride, (void)out_stride, (void)lse_stride;
-  ragged_attention_block(q + q_offset, kt + kt_offset, v + v_offset,
-                         offsets + offsets_offset, offsets_size - 1,
-                         seed + seed_offset, out + out_offset,
-                         lse + lse_offset, rows, heads, d, key_stride, scale,
-                         causal, dropout, (uint32_t)threshold, keep, block,
-                         h);
+                          MEMREF(float, lse), SCALARS) {
+  ragged_attention_block(AT(q), AT(kt), AT(v), AT(offsets), ITEMS(offsets),
+                         AT(seed), AT(out), AT(lse), FORWARD_SCALARS);
+}
+
+void ragged_attention_dq(MEMREF(const float, q), MEMREF(const float, k),
+                         MEMREF(const float, kt), MEMREF(const float, vt),
+                         MEMREF(const float, dout), MEMREF(const float, lset),
+                         MEMREF(const float, dt),
+                         MEMREF(const int64_t, offsets),
+                         MEMREF(const int64_t, seed), MEMREF(float, dq),
+                         SCALARS) {
+  ragged_attention_dq_block(AT(q), AT(k), AT(kt), AT(vt), AT(dout), AT(lset),
+                            AT(dt), AT(offsets), ITEMS(offsets), AT(seed),
+                            AT(dq), FORWARD_SCALARS);
+}
+
+void ragged_attention_dkv(MEMREF(const float, q), MEMREF(const float, k),
+                          MEMREF(const float, v), MEMREF(const float, qt),
+                          MEMREF(const float, dout), MEMREF(const float, dot),
+                          MEMREF(const float, lset), MEMREF(const float, dt),
+                          MEMREF(const int64_t, offsets),
+                          MEMREF(const int64_t, seed), MEMREF(float, dk),
+                          MEMREF(float, dv), SCALARS) {
+  ragged_attention_dkv_block(AT(q), AT(k), AT(v), AT(qt), AT(dout), AT(dot),
+                             AT(lset), AT(dt), AT(offsets), ITEMS(offsets),
+                             AT(seed), AT(dk), AT(dv), FORWARD_SCALARS);
 }

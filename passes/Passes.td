@@ -59,7 +59,7 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
 }
 
 def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
-  let summary = "Runs ragged.attention on CPU as a dispatch of our attention kernel";
+  let summary = "Runs ragged.attention and its gradient on CPU as dispatches of our kernels";
   let description = [{
     The IREE-specific lowering of f32 attention for CPU targets, run before
     `ragged-attention-to-iree`. Each `ragged.attention` over packed values
@@ -69,11 +69,16 @@ def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
     of 32 query rows and head, keys streamed in blocks of 64 with an online
     softmax, so each item costs its own `L(b)^2` with no bucket padding.
     Causal masks, dropout (the op's hash) and the lse result are the
-    kernel's. The keys are laid out transposed, `[H, d, rows + 64]`
-    (`linalg.transpose`, `tensor.pad`), for the kernel's score products.
+    kernel's. Each `ragged.attention_grad` (`d` of at most 128) becomes two
+    dispatches: `attention_dq` (one workgroup per 32 query rows and head)
+    and `attention_dkv` (per 32 key rows and head), which recompute the
+    weights from the lse block by block; without the forward's output and
+    lse, an `attention_fwd` dispatch computes them first. Operands read
+    across a block of rows are laid out transposed, `[H, d, stride]`
+    (`linalg.transpose`, `tensor.pad`; the stride at least `rows + 64`).
 
     The pass adds one `stream.executable @ragged_kernels` whose dispatch
-    function calls the kernel (`hal.import.static`) and whose
+    functions call the kernels (`hal.import.static`) and whose
     `hal.executable.objects` name the object `ragged_kernels_<isa>.o`, which
     iree-compile finds on `--iree-hal-executable-object-search-path` (the
     Python package's `kernels/` folder). IREE's ops are built by name, so

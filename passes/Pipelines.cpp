@@ -80,7 +80,8 @@ void mlir::ragged::registerRaggedPipelines() {
         lowering.balanceTile = options.balanceTile;
         lowering.attentionBuckets = options.attentionBuckets;
         if (!options.cpuAttentionKernel.empty())
-          pm.addPass(createCpuAttentionKernelPass({options.cpuAttentionKernel}));
+          pm.addPass(
+              createCpuAttentionKernelPass({options.cpuAttentionKernel}));
         if (options.ireeAttention)
           pm.addPass(createRaggedAttentionToIreePass({options.scoresMaxRows}));
         pm.addPass(createConvertRaggedToLinalgPass(lowering));

@@ -1,15 +1,19 @@
-//===- CpuAttentionKernel.cpp - ragged.attention on our CPU kernel --------===//
+//===- CpuAttentionKernel.cpp - ragged attention on our CPU kernels -------===//
 //
-// f32 ragged.attention on CPU targets runs as one custom IREE dispatch of
-// our kernel library (kernels/attention.c): the kernel reads the packed rows
-// and the offsets directly, one workgroup per block of 32 query rows and
-// head, so every item costs its own L(b)^2 and no bucket schedule is built.
-// The dispatch is a `flow.dispatch` of a `stream.executable` whose function
-// calls the kernel (`hal.import.static`) and whose object file IREE links
-// into the executable; both are built by name (IREE's dialects are not
-// linked here), for IREE to parse. The keys are read transposed, [H, d,
-// rows + 64], so the scores of a block are vector products with no packing
-// in the kernel: a `linalg.transpose` and a `tensor.pad` lay them out.
+// f32 ragged.attention and ragged.attention_grad on CPU targets run as
+// custom IREE dispatches of our kernel library (kernels/attention.c): the
+// kernels read the packed rows and the offsets directly, one workgroup per
+// block of 32 packed rows and head, so every item costs its own L(b)^2 and
+// no bucket schedule is built. A dispatch is a `flow.dispatch` of the
+// `stream.executable` @ragged_kernels, whose functions call the kernels
+// (`hal.import.static`) and whose object file IREE links into the
+// executable; both are built by name (IREE's dialects are not linked here),
+// for IREE to parse.
+//
+// Operands the kernels read across a block of rows are laid out transposed,
+// [H, d, stride] (and per-row statistics [H, stride]), with stride >= rows +
+// 64, so that the products of a block are vector products with no packing
+// in the kernel: `linalg.transpose` and `tensor.pad` lay them out.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,22 +42,62 @@ using namespace mlir::ragged::lowering;
 namespace {
 
 constexpr StringLiteral kExecutable = "ragged_kernels";
-constexpr StringLiteral kExport = "attention_fwd";
-constexpr StringLiteral kKernel = "ragged_attention_fwd";
-/// Query rows per workgroup (RK_BQ) and the keys' padding (RK_BK).
+/// Packed rows per workgroup (RK_BQ) and the rows read past an item (RK_BK).
 constexpr int64_t kBlockRows = 32;
 constexpr int64_t kKeyPadding = 64;
-constexpr int64_t kMaxHeadDim = 256;
+/// The transposed operands' row stride: rows + 64 rounded up to 1024, plus
+/// 16, so that the d rows of a block do not all fall into the same cache
+/// sets (a stride of a multiple of 4 KiB would).
+constexpr int64_t kStrideQuantum = 1024, kStrideSkew = 16;
+/// The largest head sizes of the forward and of the gradients (RK_MAX_D,
+/// RK_MAX_BWD_D).
+constexpr int64_t kMaxHeadDim = 256, kMaxGradHeadDim = 128;
 
-/// The dynamic sizes of `v`.
-SmallVector<Value> dynamicSizes(OpBuilder &b, Location loc, Value v) {
-  SmallVector<Value> sizes;
-  auto type = cast<RankedTensorType>(v.getType());
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    if (type.isDynamicDim(d))
-      sizes.push_back(dimOf(b, loc, v, d));
-  return sizes;
+/// The extent of a kernel buffer, from the dispatch's scalars.
+enum class Extent {
+  Rows,       // [rows, H, d]
+  Transposed, // [H, d, stride]
+  Stats,      // [H, stride]
+  RowStats,   // [rows, H]
+  Offsets,    // [items + 1] i64
+  Seed,       // [1] i64, or the offsets where nothing is dropped
+};
+
+/// One export of the kernel library: its C symbol and buffers (inputs, then
+/// results). Every export then takes the same scalars.
+struct KernelExport {
+  StringLiteral name, symbol;
+  SmallVector<Extent> buffers;
+  unsigned results;
+};
+
+/// The exports, in the order `kernels/attention.c` defines them.
+SmallVector<KernelExport> kernelExports() {
+  using E = Extent;
+  return {
+      {"attention_fwd",
+       "ragged_attention_fwd",
+       {E::Rows, E::Transposed, E::Rows, E::Offsets, E::Seed, E::Rows,
+        E::RowStats},
+       2},
+      {"attention_dq",
+       "ragged_attention_dq",
+       {E::Rows, E::Rows, E::Transposed, E::Transposed, E::Rows, E::Stats,
+        E::Stats, E::Offsets, E::Seed, E::Rows},
+       1},
+      {"attention_dkv",
+       "ragged_attention_dkv",
+       {E::Rows, E::Rows, E::Rows, E::Transposed, E::Rows, E::Transposed,
+        E::Stats, E::Stats, E::Offsets, E::Seed, E::Rows, E::Rows},
+       2},
+  };
 }
+
+/// The dispatch scalars after the buffers: rows, heads, d, stride, items +
+/// 1, seed size (index), scale (f32), causal, dropout (index), threshold
+/// (i32), keep (f32). The kernels take them but for the two sizes, then the
+/// workgroup's x and y.
+constexpr unsigned kScalars = 11;
 
 Operation *createByName(OpBuilder &b, Location loc, StringRef name,
                         ValueRange operands, TypeRange types,
@@ -68,14 +112,87 @@ Operation *createByName(OpBuilder &b, Location loc, StringRef name,
   return b.create(state);
 }
 
-/// The kernel library's executable: one export, `attention_fwd`, whose
-/// workgroups are (ceil(rows / 32), heads, 1), calling `ragged_attention_fwd`
-/// from the object `ragged_kernels_<isa>.o` (found on IREE's object search
-/// path).
-void buildExecutable(OpBuilder &b, Location loc, StringRef isa) {
+/// Adds export `e` (its workgroups: (ceil(rows / 32), heads, 1)) to the
+/// executable body at `b`'s insertion point, and its function and kernel
+/// declaration to `inner`.
+void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
+                 const KernelExport &e) {
   MLIRContext *ctx = b.getContext();
   Type index = b.getIndexType(), f32 = b.getF32Type(), i32 = b.getI32Type();
+  Operation *exp = createByName(
+      b, loc, "stream.executable.export", {}, {},
+      {b.getNamedAttr("sym_name", b.getStringAttr(e.name)),
+       b.getNamedAttr("sym_visibility", b.getStringAttr("public")),
+       b.getNamedAttr("function_ref", FlatSymbolRefAttr::get(ctx, e.name))},
+      1);
+  {
+    OpBuilder::InsertionGuard g(b);
+    Block *wg =
+        b.createBlock(&exp->getRegion(0), {}, {index, index}, {loc, loc});
+    Value x = arith::CeilDivUIOp::create(b, loc, wg->getArgument(0),
+                                         constIndex(b, loc, kBlockRows));
+    createByName(b, loc, "stream.return",
+                 {x, wg->getArgument(1), constIndex(b, loc, 1)}, {});
+  }
+
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(inner.getBody());
+  auto f32Rows = MemRefType::get({ShapedType::kDynamic}, f32);
+  auto i64Rows = MemRefType::get({ShapedType::kDynamic}, b.getI64Type());
+  auto isIndex = [](Extent x) {
+    return x == Extent::Offsets || x == Extent::Seed;
+  };
+  SmallVector<Type> kernelArgs;
+  for (Extent x : e.buffers)
+    kernelArgs.push_back(isIndex(x) ? i64Rows : f32Rows);
+  kernelArgs.append(
+      {index, index, index, index, f32, index, index, i32, f32, index, index});
+  auto kernel =
+      func::FuncOp::create(b, loc, e.symbol, b.getFunctionType(kernelArgs, {}));
+  kernel.setPrivate();
+  kernel->setAttr("hal.import.static", b.getUnitAttr());
+
   Type binding = parseType("!stream.binding", ctx);
+  unsigned n = e.buffers.size();
+  SmallVector<Type> args(n, binding);
+  args.append(
+      {index, index, index, index, index, index, f32, index, index, i32, f32});
+  auto fn = func::FuncOp::create(b, loc, e.name, b.getFunctionType(args, {}));
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  auto arg = [&](unsigned i) { return entry->getArgument(i); };
+  Value rows = arg(n), heads = arg(n + 1), d = arg(n + 2), stride = arg(n + 3);
+  Value rowSize = arith::MulIOp::create(b, loc, heads, d);
+  Value size[] = {
+      arith::MulIOp::create(b, loc, rows, rowSize),
+      arith::MulIOp::create(b, loc, rowSize, stride),
+      arith::MulIOp::create(b, loc, heads, stride),
+      arith::MulIOp::create(b, loc, rows, heads),
+      arg(n + 4),
+      arg(n + 5),
+  };
+  Value c0 = constIndex(b, loc, 0);
+  SmallVector<Value> callArgs;
+  for (auto [i, x] : llvm::enumerate(e.buffers))
+    callArgs.push_back(createByName(b, loc, "stream.binding.subspan",
+                                    {arg(i), c0, size[unsigned(x)]},
+                                    kernelArgs[i])
+                           ->getResult(0));
+  for (unsigned i : {0, 1, 2, 3, 6, 7, 8, 9, 10})
+    callArgs.push_back(arg(n + i));
+  for (int64_t dim : {0, 1})
+    callArgs.push_back(
+        createByName(b, loc, "stream.dispatch.workgroup.id", {}, index,
+                     {b.getNamedAttr("dimension", b.getIndexAttr(dim))})
+            ->getResult(0));
+  func::CallOp::create(b, loc, kernel, callArgs);
+  func::ReturnOp::create(b, loc);
+}
+
+/// The kernel library's executable, linking `ragged_kernels_<isa>.o` (found
+/// on IREE's object search path).
+void buildExecutable(OpBuilder &b, Location loc, StringRef isa) {
+  MLIRContext *ctx = b.getContext();
   std::string arch = StringRef(isa).starts_with("arm_64") ? "arm_64" : "x86_64";
   Attribute objects = parseAttribute(
       "#hal.executable.objects<{#hal.executable.target<\"llvm-cpu\", "
@@ -90,208 +207,308 @@ void buildExecutable(OpBuilder &b, Location loc, StringRef isa) {
        b.getNamedAttr("hal.executable.objects", objects)},
       1);
   OpBuilder::InsertionGuard guard(b);
-  Block *body = b.createBlock(&exe->getRegion(0));
-
-  // The export: workgroups from the workload (rows, heads).
-  Operation *exp = createByName(
-      b, loc, "stream.executable.export", {}, {},
-      {b.getNamedAttr("sym_name", b.getStringAttr(kExport)),
-       b.getNamedAttr("sym_visibility", b.getStringAttr("public")),
-       b.getNamedAttr("function_ref", FlatSymbolRefAttr::get(ctx, kExport))},
-      1);
-  {
-    OpBuilder::InsertionGuard g(b);
-    Block *wg = b.createBlock(&exp->getRegion(0), {}, {index, index},
-                              {loc, loc});
-    Value x = arith::CeilDivUIOp::create(b, loc, wg->getArgument(0),
-                                         constIndex(b, loc, kBlockRows));
-    createByName(b, loc, "stream.return",
-                 {x, wg->getArgument(1), constIndex(b, loc, 1)}, {});
-  }
-
-  // The module holding the kernel's declaration and the dispatch function.
-  b.setInsertionPointToEnd(body);
+  b.createBlock(&exe->getRegion(0));
   auto inner = ModuleOp::create(b, loc);
   createByName(b, loc, "stream.executable.end", {}, {});
-  b.setInsertionPointToStart(inner.getBody());
-  auto f32Rows = MemRefType::get({ShapedType::kDynamic}, f32);
-  auto i64Rows = MemRefType::get({ShapedType::kDynamic}, b.getI64Type());
-  // q, kt, v, offsets, seed, out, lse; rows, heads, d, key stride, scale,
-  // causal, dropout, threshold, keep, workgroup x, workgroup y.
-  SmallVector<Type> kernelArgs{f32Rows, f32Rows, f32Rows, i64Rows, i64Rows,
-                               f32Rows, f32Rows, index,   index,   index,
-                               index,   f32,     index,   index,   i32,
-                               f32,     index,   index};
-  auto kernel = func::FuncOp::create(b, loc, kKernel,
-                                     b.getFunctionType(kernelArgs, {}));
-  kernel.setPrivate();
-  kernel->setAttr("hal.import.static", b.getUnitAttr());
-  // Bindings (q, kt, v, offsets, seed, out, lse), then the scalars: rows,
-  // heads, d, key stride, items + 1, seed size, scale, causal, dropout,
-  // threshold, keep.
-  SmallVector<Type> args(7, binding);
-  args.append({index, index, index, index, index, index, f32, index, index,
-               i32, f32});
-  auto fn =
-      func::FuncOp::create(b, loc, kExport, b.getFunctionType(args, {}));
-  Block *entry = fn.addEntryBlock();
-  b.setInsertionPointToStart(entry);
-  auto arg = [&](unsigned i) { return entry->getArgument(i); };
-  Value rows = arg(7), heads = arg(8), d = arg(9), keyStride = arg(10);
-  Value rowSize = arith::MulIOp::create(b, loc, heads, d);
-  Value qSize = arith::MulIOp::create(b, loc, rows, rowSize);
-  Value ktSize = arith::MulIOp::create(b, loc, rowSize, keyStride);
-  Value lseSize = arith::MulIOp::create(b, loc, rows, heads);
-  Value c0 = constIndex(b, loc, 0);
-  auto subspan = [&](unsigned i, MemRefType type, Value size) {
-    return createByName(b, loc, "stream.binding.subspan", {arg(i), c0, size},
-                        type)
-        ->getResult(0);
-  };
-  SmallVector<Value> callArgs{
-      subspan(0, f32Rows, qSize),  subspan(1, f32Rows, ktSize),
-      subspan(2, f32Rows, qSize),  subspan(3, i64Rows, arg(11)),
-      subspan(4, i64Rows, arg(12)), subspan(5, f32Rows, qSize),
-      subspan(6, f32Rows, lseSize)};
-  for (unsigned i : {7, 8, 9, 10, 13, 14, 15, 16, 17})
-    callArgs.push_back(arg(i));
-  for (int64_t dim : {0, 1})
-    callArgs.push_back(
-        createByName(b, loc, "stream.dispatch.workgroup.id", {}, index,
-                     {b.getNamedAttr("dimension", b.getIndexAttr(dim))})
-            ->getResult(0));
-  func::CallOp::create(b, loc, kernel, callArgs);
-  func::ReturnOp::create(b, loc);
+  b.setInsertionPoint(inner);
+  for (const KernelExport &e : kernelExports())
+    buildExport(b, loc, inner, e);
 }
 
-/// ragged.attention as a dispatch of the kernel library's `attention_fwd`
-/// (the executable itself is added by `addKernelExecutable`).
+/// The dynamic sizes of `v`.
+SmallVector<Value> dynamicSizes(OpBuilder &b, Location loc, Value v) {
+  SmallVector<Value> sizes;
+  auto type = cast<RankedTensorType>(v.getType());
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      sizes.push_back(dimOf(b, loc, v, d));
+  return sizes;
+}
+
+/// What the dispatches of one op share: the offsets, the sizes and the
+/// scalars.
+struct Dispatches {
+  Value offsets, seed, rows, heads, d, stride;
+  SmallVector<Value> scalars;
+  int64_t staticHeads;
+
+  /// `x` ([rows, H, d] or [rows, H, 1] as [rows, H]) transposed to [H, d,
+  /// stride] (or [H, stride]), the tail zero.
+  Value transposed(OpBuilder &b, Location loc, Value x) const {
+    auto type = cast<RankedTensorType>(x.getType());
+    Type f32 = type.getElementType();
+    if (type.getRank() == 3 && type.getDimSize(2) == 1)
+      x = tensor::CollapseShapeOp::create(
+          b, loc, x, SmallVector<ReassociationIndices>{{0}, {1, 2}});
+    type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(type.getShape().drop_front());
+    shape.push_back(ShapedType::kDynamic);
+    SmallVector<Value> dyn;
+    if (ShapedType::isDynamic(shape[0]))
+      dyn.push_back(heads);
+    SmallVector<Value> initDyn(dyn);
+    initDyn.push_back(rows);
+    SmallVector<int64_t> perm = type.getRank() == 3
+                                    ? SmallVector<int64_t>{1, 2, 0}
+                                    : SmallVector<int64_t>{1, 0};
+    Value init = emptyTensor(b, loc, shape, f32, initDyn);
+    Value t = linalg::TransposeOp::create(b, loc, x, init, perm)->getResult(0);
+    dyn.push_back(stride);
+    return tensor::createPadHighOp(RankedTensorType::get(shape, f32), t,
+                                   floatConst(b, loc, f32, 0.0),
+                                   /*nofold=*/false, loc, b, dyn);
+  }
+
+  /// `rowsum(dout o out)` per row and head ([rows, H, d] twice), as [H,
+  /// stride].
+  Value rowDots(OpBuilder &b, Location loc, Value dout, Value out) const {
+    MLIRContext *ctx = b.getContext();
+    Type f32 = b.getF32Type();
+    SmallVector<Value> dyn;
+    if (ShapedType::isDynamic(staticHeads))
+      dyn.push_back(heads);
+    dyn.push_back(rows);
+    Value init =
+        linalg::FillOp::create(
+            b, loc, floatConst(b, loc, f32, 0.0),
+            emptyTensor(b, loc, {staticHeads, ShapedType::kDynamic}, f32, dyn))
+            .getResult(0);
+    auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+    // Loops (h, n, c).
+    AffineMap in = AffineMap::get(3, 0, {d(1), d(0), d(2)}, ctx);
+    AffineMap res = AffineMap::get(3, 0, {d(0), d(1)}, ctx);
+    Value dots =
+        linalg::GenericOp::create(
+            b, loc, init.getType(), ValueRange{dout, out}, ValueRange{init},
+            ArrayRef<AffineMap>{in, in, res},
+            ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                          utils::IteratorType::parallel,
+                                          utils::IteratorType::reduction},
+            [&](OpBuilder &nb, Location l, ValueRange a) {
+              Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
+              linalg::YieldOp::create(
+                  nb, l, ValueRange{arith::AddFOp::create(nb, l, a[2], p)});
+            })
+            .getResult(0);
+    SmallVector<Value> padDyn;
+    if (ShapedType::isDynamic(staticHeads))
+      padDyn.push_back(heads);
+    padDyn.push_back(stride);
+    return tensor::createPadHighOp(
+        RankedTensorType::get({staticHeads, ShapedType::kDynamic}, f32), dots,
+        floatConst(b, loc, f32, 0.0), /*nofold=*/false, loc, b, padDyn);
+  }
+
+  /// A dispatch of export `name` on `buffers` (offsets and seed appended)
+  /// with results of `resultTypes`, each shaped like the packed rows'
+  /// leading dim.
+  Operation *dispatch(OpBuilder &b, Location loc, StringRef name,
+                      SmallVector<Value> buffers,
+                      ArrayRef<RankedTensorType> resultTypes) const {
+    MLIRContext *ctx = b.getContext();
+    buffers.append({offsets, seed});
+    SmallVector<Value> operands(buffers);
+    operands.append(scalars);
+    SmallVector<Value> argDims, resultDims;
+    for (Value t : buffers)
+      llvm::append_range(argDims, dynamicSizes(b, loc, t));
+    for (RankedTensorType t : resultTypes)
+      for (int64_t i = 0; i < t.getRank(); ++i)
+        if (t.isDynamicDim(i))
+          resultDims.push_back(i == 0 ? rows : i == 1 ? heads : d);
+    SmallVector<Value> all{rows, heads};
+    llvm::append_range(all, operands);
+    llvm::append_range(all, argDims);
+    llvm::append_range(all, resultDims);
+    SmallVector<Type> types(resultTypes.begin(), resultTypes.end());
+    SmallVector<Attribute> ties(types.size(), b.getIndexAttr(-1));
+    return createByName(
+        b, loc, "flow.dispatch", all, types,
+        {b.getNamedAttr(
+             "entry_points",
+             b.getArrayAttr({SymbolRefAttr::get(
+                 ctx, kExecutable, {FlatSymbolRefAttr::get(ctx, name)})})),
+         b.getNamedAttr("operandSegmentSizes",
+                        b.getDenseI32ArrayAttr({2, int32_t(operands.size()),
+                                                int32_t(argDims.size()),
+                                                int32_t(resultDims.size())})),
+         b.getNamedAttr("tied_operands", b.getArrayAttr(ties))});
+  }
+};
+
+/// The packed values of `ragged` (read through a pack where there is one).
+Value valuesOf(OpBuilder &b, Location loc, Value ragged,
+               RankedTensorType valuesType) {
+  if (auto pack = ragged.getDefiningOp<PackOp>())
+    if (pack.getValues().getType() == valuesType)
+      return pack.getValues();
+  return ValuesOp::create(b, loc, valuesType, ragged);
+}
+
+/// Whether the kernels take an op on `type` whose head size is at most
+/// `maxHeadDim`; the reason otherwise.
+LogicalResult checkOperands(PatternRewriter &rewriter, Operation *op,
+                            RaggedTensorType type, int64_t maxHeadDim) {
+  RankedTensorType valuesType = type.getValuesType();
+  if (!type.getElementType().isF32() || valuesType.getRank() != 3)
+    return rewriter.notifyMatchFailure(op, "the kernels take f32 [rows, H, d]");
+  if (valuesType.isDynamicDim(2) || valuesType.getDimSize(2) > maxHeadDim)
+    return rewriter.notifyMatchFailure(op, "the head size is dynamic or large");
+  if (type.getDistinctSymbols().size() != 1)
+    return rewriter.notifyMatchFailure(op, "one ragged dim");
+  return success();
+}
+
+/// The sizes and scalars of the dispatches of an attention or its gradient
+/// on `q` (packed values) under `query`'s partition.
+Dispatches prepare(OpBuilder &b, Location loc, Value query, Value q,
+                   RaggedTensorType type, Value seedOperand, double dropout,
+                   bool causal, double scale) {
+  Dispatches x;
+  if (auto pack = query.getDefiningOp<PackOp>()) {
+    x.offsets = pack.getPartitions().front();
+  } else {
+    StringAttr symbol = type.getDistinctSymbols().front();
+    x.offsets =
+        OffsetsOp::create(b, loc, type.getPartitionType(symbol), query, symbol);
+  }
+  x.staticHeads = type.getValuesType().getDimSize(1);
+  x.rows = dimOf(b, loc, q, 0);
+  x.heads = dimOf(b, loc, q, 1);
+  x.d = dimOf(b, loc, q, 2);
+  Value quantum = constIndex(b, loc, kStrideQuantum);
+  x.stride = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(
+          b, loc,
+          arith::CeilDivUIOp::create(
+              b, loc,
+              arith::AddIOp::create(b, loc, x.rows,
+                                    constIndex(b, loc, kKeyPadding)),
+              quantum),
+          quantum),
+      constIndex(b, loc, kStrideSkew));
+  // Dropout: the seed as [1] i64, the threshold and the kept weights'
+  // factor (see ragged.attention); otherwise the offsets stand in.
+  bool drops = seedOperand && dropout > 0.0;
+  x.seed = x.offsets;
+  uint32_t threshold = 0;
+  float keep = 1.0f;
+  if (drops) {
+    x.seed = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get({1}, b.getI64Type()), seedOperand,
+        ArrayRef<ReassociationIndices>{});
+    threshold = uint32_t(std::min(std::round(std::ldexp(dropout, 32)),
+                                  std::ldexp(1.0, 32) - 1.0));
+    keep = float(1.0 / (1.0 - dropout));
+  }
+  x.scalars = {
+      x.rows,
+      x.heads,
+      x.d,
+      x.stride,
+      dimOf(b, loc, x.offsets, 0),
+      dimOf(b, loc, x.seed, 0),
+      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(scale))),
+      constIndex(b, loc, causal ? 1 : 0),
+      constIndex(b, loc, drops ? 1 : 0),
+      arith::ConstantIntOp::create(b, loc, b.getI32Type(),
+                                   int64_t(int32_t(threshold))),
+      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(keep))};
+  return x;
+}
+
+/// The forward's output and lse values ([rows, H, d], [rows, H, 1]).
+SmallVector<Value> forward(OpBuilder &b, Location loc, const Dispatches &x,
+                           Value q, Value k, Value v) {
+  auto valuesType = cast<RankedTensorType>(q.getType());
+  auto lseType = RankedTensorType::get(
+      {ShapedType::kDynamic, valuesType.getDimSize(1), 1}, b.getF32Type());
+  Operation *fwd =
+      x.dispatch(b, loc, "attention_fwd", {q, x.transposed(b, loc, k), v},
+                 {valuesType, lseType});
+  return {fwd->getResult(0), fwd->getResult(1)};
+}
+
+/// ragged.attention as a dispatch of `attention_fwd`.
 struct AttentionOnKernel : OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
     auto type = cast<RaggedTensorType>(op.getResult().getType());
-    RankedTensorType valuesType = type.getValuesType();
-    if (!type.getElementType().isF32() || valuesType.getRank() != 3)
-      return rewriter.notifyMatchFailure(op, "the kernel takes f32 [rows, H, d]");
-    if (valuesType.isDynamicDim(2) || valuesType.getDimSize(2) > kMaxHeadDim)
-      return rewriter.notifyMatchFailure(
-          op, "the kernel takes a static head size of at most 256");
-    if (type.getDistinctSymbols().size() != 1)
-      return rewriter.notifyMatchFailure(op, "one ragged dim");
+    if (failed(checkOperands(rewriter, op, type, kMaxHeadDim)))
+      return failure();
     Location loc = op.getLoc();
-    auto valuesOf = [&](Value ragged) -> Value {
-      if (auto pack = ragged.getDefiningOp<PackOp>())
-        if (pack.getValues().getType() == valuesType)
-          return pack.getValues();
-      return ValuesOp::create(rewriter, loc, valuesType, ragged);
-    };
-    Value q = valuesOf(op.getQuery()), k = valuesOf(op.getKey()),
-          v = valuesOf(op.getValue());
-    Value offsets;
-    if (auto pack = op.getQuery().getDefiningOp<PackOp>()) {
-      offsets = pack.getPartitions().front();
-    } else {
-      StringAttr symbol = type.getDistinctSymbols().front();
-      offsets = OffsetsOp::create(rewriter, loc, type.getPartitionType(symbol),
-                                  op.getQuery(), symbol);
-    }
-    Type f32 = rewriter.getF32Type();
-    Value rows = dimOf(rewriter, loc, q, 0), heads = dimOf(rewriter, loc, q, 1),
-          d = dimOf(rewriter, loc, q, 2);
-    // The keys transposed, [H, d, rows + 64], the tail zero.
-    Value keyStride = arith::AddIOp::create(rewriter, loc, rows,
-                                            constIndex(rewriter, loc, kKeyPadding));
-    SmallVector<int64_t> ktShape{valuesType.getDimSize(1),
-                                 valuesType.getDimSize(2), ShapedType::kDynamic};
-    SmallVector<Value> ktDyn;
-    if (valuesType.isDynamicDim(1))
-      ktDyn.push_back(heads);
-    Value ktInit = emptyTensor(rewriter, loc,
-                               {ktShape[0], ktShape[1], ShapedType::kDynamic},
-                               f32, llvm::to_vector(llvm::concat<Value>(
-                                        ktDyn, ValueRange{rows})));
-    Value kt = linalg::TransposeOp::create(rewriter, loc, k, ktInit,
-                                           ArrayRef<int64_t>{1, 2, 0})
-                   ->getResult(0);
-    SmallVector<Value> paddedDyn = ktDyn;
-    paddedDyn.push_back(keyStride);
-    kt = tensor::createPadHighOp(
-        RankedTensorType::get(ktShape, f32), kt,
-        floatConst(rewriter, loc, f32, 0.0), /*nofold=*/false, loc, rewriter,
-        paddedDyn);
-
-    // Dropout: the seed as [1] i64, the threshold and the kept weights'
-    // factor (see ragged.attention); otherwise the offsets stand in.
-    double p = op.getDropout().convertToDouble();
-    bool dropout = op.getSeed() && p > 0.0;
-    Value seed = offsets;
-    uint32_t threshold = 0;
-    float keep = 1.0f;
-    if (dropout) {
-      seed = tensor::ExpandShapeOp::create(
-          rewriter, loc, RankedTensorType::get({1}, rewriter.getI64Type()),
-          op.getSeed(), ArrayRef<ReassociationIndices>{});
-      threshold = uint32_t(std::min(std::round(std::ldexp(p, 32)),
-                                    std::ldexp(1.0, 32) - 1.0));
-      keep = float(1.0 / (1.0 - p));
-    }
-
-    RankedTensorType lseType =
-        RankedTensorType::get({ShapedType::kDynamic, valuesType.getDimSize(1), 1}, f32);
-    if (op.getLse())
-      lseType = cast<RaggedTensorType>(op.getLse().getType()).getValuesType();
-    SmallVector<Value> tensors{q, kt, v, offsets, seed};
-    SmallVector<Value> operands(tensors);
-    operands.append(
-        {rows, heads, d, keyStride, dimOf(rewriter, loc, offsets, 0),
-         dimOf(rewriter, loc, seed, 0),
-         arith::ConstantOp::create(
-             rewriter, loc, rewriter.getF32FloatAttr(float(op.getScale().convertToDouble()))),
-         constIndex(rewriter, loc, op.getCausal() ? 1 : 0),
-         constIndex(rewriter, loc, dropout ? 1 : 0),
-         arith::ConstantIntOp::create(rewriter, loc, rewriter.getI32Type(),
-                                      int64_t(int32_t(threshold))),
-         arith::ConstantOp::create(rewriter, loc, rewriter.getF32FloatAttr(keep))});
-    SmallVector<Value> argDims;
-    for (Value t : tensors)
-      llvm::append_range(argDims, dynamicSizes(rewriter, loc, t));
-    // Both results are shaped like the queries' rows.
-    SmallVector<Value> resultDims = dynamicSizes(rewriter, loc, q);
-    SmallVector<Value> lseDims{rows};
-    if (lseType.isDynamicDim(1))
-      lseDims.push_back(heads);
-    llvm::append_range(resultDims, lseDims);
-    SmallVector<Value> allOperands{rows, heads};
-    llvm::append_range(allOperands, operands);
-    llvm::append_range(allOperands, argDims);
-    llvm::append_range(allOperands, resultDims);
-    MLIRContext *ctx = rewriter.getContext();
-    Operation *dispatch = createByName(
-        rewriter, loc, "flow.dispatch", allOperands, {valuesType, lseType},
-        {rewriter.getNamedAttr(
-             "entry_points",
-             rewriter.getArrayAttr({SymbolRefAttr::get(
-                 ctx, kExecutable, {FlatSymbolRefAttr::get(ctx, kExport)})})),
-         rewriter.getNamedAttr(
-             "operandSegmentSizes",
-             rewriter.getDenseI32ArrayAttr(
-                 {2, int32_t(operands.size()), int32_t(argDims.size()),
-                  int32_t(resultDims.size())})),
-         rewriter.getNamedAttr(
-             "tied_operands",
-             rewriter.getArrayAttr({rewriter.getIndexAttr(-1),
-                                    rewriter.getIndexAttr(-1)}))});
-    Value out = PackOp::create(rewriter, loc, type, dispatch->getResult(0),
-                               ValueRange{offsets});
+    RankedTensorType valuesType = type.getValuesType();
+    Value q = valuesOf(rewriter, loc, op.getQuery(), valuesType),
+          k = valuesOf(rewriter, loc, op.getKey(), valuesType),
+          v = valuesOf(rewriter, loc, op.getValue(), valuesType);
+    Dispatches x = prepare(rewriter, loc, op.getQuery(), q, type, op.getSeed(),
+                           op.getDropout().convertToDouble(), op.getCausal(),
+                           op.getScale().convertToDouble());
+    SmallVector<Value> outs = forward(rewriter, loc, x, q, k, v);
+    Value out = PackOp::create(rewriter, loc, type, outs[0], x.offsets);
     if (!op.getLse()) {
       rewriter.replaceOp(op, out);
       return success();
     }
-    Value lse = PackOp::create(rewriter, loc, op.getLse().getType(),
-                               dispatch->getResult(1), ValueRange{offsets});
-    rewriter.replaceOp(op, {out, lse});
+    Value lse = outs[1];
+    auto lseType = cast<RaggedTensorType>(op.getLse().getType());
+    if (lse.getType() != lseType.getValuesType())
+      lse = tensor::CastOp::create(rewriter, loc, lseType.getValuesType(), lse);
+    rewriter.replaceOp(
+        op, {out, PackOp::create(rewriter, loc, lseType, lse, x.offsets)});
+    return success();
+  }
+};
+
+/// ragged.attention_grad as dispatches of `attention_dq` and
+/// `attention_dkv` (after `attention_fwd` where the forward's output or lse
+/// is not given).
+struct AttentionGradOnKernel : OpRewritePattern<AttentionGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionGradOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = cast<RaggedTensorType>(op.getQuery().getType());
+    if (failed(checkOperands(rewriter, op, type, kMaxGradHeadDim)))
+      return failure();
+    Location loc = op.getLoc();
+    RankedTensorType valuesType = type.getValuesType();
+    auto values = [&](Value ragged) {
+      return valuesOf(rewriter, loc, ragged, valuesType);
+    };
+    Value q = values(op.getQuery()), k = values(op.getKey()),
+          v = values(op.getValue()), g = values(op.getGrad());
+    Dispatches x = prepare(rewriter, loc, op.getQuery(), q, type, op.getSeed(),
+                           op.getDropout().convertToDouble(), op.getCausal(),
+                           op.getScale().convertToDouble());
+    Value out, lse;
+    if (op.getOutput() && op.getLse()) {
+      out = values(op.getOutput());
+      lse = valuesOf(
+          rewriter, loc, op.getLse(),
+          cast<RaggedTensorType>(op.getLse().getType()).getValuesType());
+    } else {
+      SmallVector<Value> outs = forward(rewriter, loc, x, q, k, v);
+      out = outs[0], lse = outs[1];
+    }
+    Value lseT = x.transposed(rewriter, loc, lse);
+    Value dots = x.rowDots(rewriter, loc, g, out);
+    Operation *dq = x.dispatch(rewriter, loc, "attention_dq",
+                               {q, k, x.transposed(rewriter, loc, k),
+                                x.transposed(rewriter, loc, v), g, lseT, dots},
+                               {valuesType});
+    Operation *dkv = x.dispatch(rewriter, loc, "attention_dkv",
+                                {q, k, v, x.transposed(rewriter, loc, q), g,
+                                 x.transposed(rewriter, loc, g), lseT, dots},
+                                {valuesType, valuesType});
+    auto pack = [&](Value rows) {
+      return PackOp::create(rewriter, loc, type, rows, x.offsets).getResult();
+    };
+    rewriter.replaceOp(op, {pack(dq->getResult(0)), pack(dkv->getResult(0)),
+                            pack(dkv->getResult(1))});
     return success();
   }
 };
@@ -319,7 +536,7 @@ struct CpuAttentionKernelPass
 
 void mlir::ragged::populateCpuAttentionKernelPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<AttentionOnKernel>(patterns.getContext());
+  patterns.add<AttentionOnKernel, AttentionGradOnKernel>(patterns.getContext());
 }
 
 void mlir::ragged::addKernelExecutable(ModuleOp module, StringRef isa) {

@@ -4,8 +4,8 @@
 
 // UNREGISTERED: error: ragged-cpu-attention-kernel emits IREE's stream.executable and flow.dispatch, which this context does not know: allow unregistered dialects
 
-// One executable for the module, linking the ISA's object, whose export has
-// a workgroup per 32 query rows and head and calls the kernel on the
+// One executable for the module, linking the ISA's object; each export has
+// a workgroup per 32 packed rows and head and calls its kernel on the
 // bindings' memrefs.
 // CHECK: "stream.executable"() ({
 // CHECK:   "stream.executable.export"() ({
@@ -13,19 +13,28 @@
 // CHECK:     %[[X:.+]] = arith.ceildivui %[[ROWS]], %c32
 // CHECK:     "stream.return"(%[[X]], %[[HEADS]], %c1)
 // CHECK:   }) {function_ref = @attention_fwd, sym_name = "attention_fwd", sym_visibility = "public"}
+// CHECK:   "stream.executable.export"() ({
+// CHECK:   }) {function_ref = @attention_dq, sym_name = "attention_dq", sym_visibility = "public"}
+// CHECK:   "stream.executable.export"() ({
+// CHECK:   }) {function_ref = @attention_dkv, sym_name = "attention_dkv", sym_visibility = "public"}
 // CHECK:   func.func private @ragged_attention_fwd(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index, index) attributes {hal.import.static}
 // CHECK:   func.func @attention_fwd(%{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding,
 // CHECK-COUNT-7: "stream.binding.subspan"
 // CHECK:     "stream.dispatch.workgroup.id"() {dimension = 0 : index}
 // CHECK:     "stream.dispatch.workgroup.id"() {dimension = 1 : index}
 // CHECK:     call @ragged_attention_fwd(
+// CHECK:   func.func private @ragged_attention_dq(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index, index) attributes {hal.import.static}
+// CHECK:     call @ragged_attention_dq(
+// CHECK:   func.func private @ragged_attention_dkv(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index, index) attributes {hal.import.static}
+// CHECK:     call @ragged_attention_dkv(
 // CHECK: hal.executable.objects = #hal.executable.objects<{#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64"> = [#hal.executable.object<{path = "ragged_kernels_x86_64_v3.o"}>]}>, sym_name = "ragged_kernels"
 // CHECK-NOT: "stream.executable"
 
 // ARM: #hal.executable.target<"llvm-cpu", "embedded-elf-arm_64"> = [#hal.executable.object<{path = "ragged_kernels_arm_64.o"}>]
 
 // The packed values and offsets go straight to the dispatch; the keys are
-// transposed to [H, d, rows + 64] (zero tail); the flags are operands:
+// transposed to [H, d, stride] (stride: rows + 64 rounded up to 1024, plus
+// 16; zero tail); the flags are operands:
 // scale, causal, dropout, threshold, keep.
 // CHECK-LABEL: func.func @causal
 // CHECK-DAG: %[[Q:.+]] = ragged.values %arg0
@@ -65,4 +74,46 @@ func.func @left_alone(%a: !ragged.tensor<?, [L], 2, 4, f64>, %b: !ragged.tensor<
   %x = ragged.attention %a, %a, %a : !ragged.tensor<?, [L], 2, 4, f64>
   %y = ragged.attention %b, %b, %b : !ragged.tensor<?, [L], 1, 320, f32>
   return %x, %y : !ragged.tensor<?, [L], 2, 4, f64>, !ragged.tensor<?, [L], 1, 320, f32>
+}
+
+// The gradient from the forward's output and lse: the lse ([H, stride]) and
+// rowsum(dO o O) per row and head laid out like the statistics the kernels
+// read; dQ from attention_dq (q, k, transposed k and v, dO, the two
+// statistics), dK and dV from attention_dkv (q, k, v, transposed q, dO,
+// transposed dO, the statistics).
+// CHECK-LABEL: func.func @grad_saved
+// CHECK-DAG: %[[Q:.+]] = ragged.values %arg0
+// CHECK-DAG: %[[K:.+]] = ragged.values %arg1
+// CHECK-DAG: %[[V:.+]] = ragged.values %arg2
+// CHECK-DAG: %[[G:.+]] = ragged.values %arg3
+// CHECK-DAG: %[[O:.+]] = ragged.values %arg4
+// CHECK-DAG: %[[LSE:.+]] = ragged.values %arg5
+// CHECK: %[[LSE2:.+]] = tensor.collapse_shape %[[LSE]] {{\[}}[0], [1, 2]] : tensor<?x2x1xf32> into tensor<?x2xf32>
+// CHECK: %[[LSET:.+]] = linalg.transpose ins(%[[LSE2]] : tensor<?x2xf32>) outs(%{{.+}} : tensor<2x?xf32>) permutation = [1, 0]
+// CHECK: %[[LSEP:.+]] = tensor.pad %[[LSET]]
+// CHECK: %[[DOTS:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[G]], %[[O]] : tensor<?x2x4xf32>, tensor<?x2x4xf32>) outs(%{{.+}} : tensor<2x?xf32>)
+// CHECK: %[[DOTSP:.+]] = tensor.pad %[[DOTS]]
+// CHECK: %[[KT:.+]] = tensor.pad
+// CHECK: %[[VT:.+]] = tensor.pad
+// CHECK: %[[DQ:.+]] = "flow.dispatch"(%{{.+}}, %{{.+}}, %[[Q]], %[[K]], %[[KT]], %[[VT]], %[[G]], %[[LSEP]], %[[DOTSP]], {{.*}}) {entry_points = [@ragged_kernels::@attention_dq]
+// CHECK: %[[QT:.+]] = tensor.pad
+// CHECK: %[[GT:.+]] = tensor.pad
+// CHECK: %[[DKV:.+]]:2 = "flow.dispatch"(%{{.+}}, %{{.+}}, %[[Q]], %[[K]], %[[V]], %[[QT]], %[[G]], %[[GT]], %[[LSEP]], %[[DOTSP]], {{.*}}) {entry_points = [@ragged_kernels::@attention_dkv]
+// CHECK: %[[RQ:.+]] = ragged.pack %[[DQ]]
+// CHECK: %[[RK:.+]] = ragged.pack %[[DKV]]#0
+// CHECK: %[[RV:.+]] = ragged.pack %[[DKV]]#1
+// CHECK: return %[[RQ]], %[[RK]], %[[RV]]
+func.func @grad_saved(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>, %v: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [L], 2, 4, f32>, %o: !ragged.tensor<?, [L], 2, 4, f32>, %lse: !ragged.tensor<?, [L], 2, 1, f32>) -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>) {
+  %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g output(%o : !ragged.tensor<?, [L], 2, 4, f32>) lse(%lse : !ragged.tensor<?, [L], 2, 1, f32>) {scale = 0.5 : f64, causal} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
+}
+
+// Without the saved output and lse, a forward dispatch computes them first.
+// CHECK-LABEL: func.func @grad_recomputed
+// CHECK: "flow.dispatch"({{.*}}) {entry_points = [@ragged_kernels::@attention_fwd]
+// CHECK: "flow.dispatch"({{.*}}) {entry_points = [@ragged_kernels::@attention_dq]
+// CHECK: "flow.dispatch"({{.*}}) {entry_points = [@ragged_kernels::@attention_dkv]
+func.func @grad_recomputed(%q: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [L], 2, 4, f32>) -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>) {
+  %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %g {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
+  return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
 }

@@ -1,10 +1,13 @@
-"""The CPU attention kernel (``kernels/attention.c``), reached from
-``ragged.attention`` by ``ragged-cpu-attention-kernel``: the default for f32
-attention on CPU targets (``CompileOptions.attention_kernel``).
+"""The CPU attention kernels (``kernels/attention.c``), reached from
+``ragged.attention`` and ``ragged.attention_grad`` by
+``ragged-cpu-attention-kernel``: the default for f32 attention on CPU
+targets (``CompileOptions.attention_kernel``).
 
 Against an fp64 reference per item (each item alone, so nothing leaks
-between items): the output and the lse, plain, causal and with dropout (an
-independent NumPy implementation of the dropout rule), on random lengths
+between items): the output and the lse, and the gradients with respect to
+q, k and v (from the forward's output and lse, and without them), plain,
+causal and with dropout (an independent NumPy implementation of the
+dropout rule), on random lengths
 with empty items, one item of one row, one item, an all-empty batch,
 all-equal lengths and one 8192-row item among short ones; head sizes 24 (no
 multiple of a vector), 32, 64 and 128, one head and twelve. The AVX2 object
@@ -52,6 +55,19 @@ func.func @dropout(%q: {t}, %k: {t}, %v: {t}, %seed: tensor<i64>) -> {t} {{
   %o = ragged.attention %q, %k, %v dropout(%seed : tensor<i64>) {{scale = {SCALE} : f64, causal, dropout = {P} : f64}} : {t}
   return %o : {t}
 }}
+func.func @grad(%q: {t}, %k: {t}, %v: {t}, %g: {t}) -> ({t}, {t}, {t}) {{
+  %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g {{scale = {SCALE} : f64}} : {t}
+  return %dq, %dk, %dv : {t}, {t}, {t}
+}}
+func.func @grad_causal_saved(%q: {t}, %k: {t}, %v: {t}, %g: {t}) -> ({t}, {t}, {t}) {{
+  %o, %lse = ragged.attention %q, %k, %v {{scale = {SCALE} : f64, causal}} : {t} lse {s}
+  %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g output(%o : {t}) lse(%lse : {s}) {{scale = {SCALE} : f64, causal}} : {t}
+  return %dq, %dk, %dv : {t}, {t}, {t}
+}}
+func.func @grad_dropout(%q: {t}, %k: {t}, %v: {t}, %g: {t}, %seed: tensor<i64>) -> ({t}, {t}, {t}) {{
+  %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g dropout(%seed : tensor<i64>) {{scale = {SCALE} : f64, causal, dropout = {P} : f64}} : {t}
+  return %dq, %dk, %dv : {t}, {t}, {t}
+}}
 """
 
 
@@ -92,6 +108,24 @@ def _reference(q, k, v, causal, item=0, dropout=False):
         out[i0:i1] = np.einsum("hij,jhe->ihe", w, v)
         lse[i0:i1] = (m + np.log(total)).transpose(1, 0, 2)
     return out, lse
+
+
+def _reference_grads(q, k, v, g, causal, item=0, dropout=False):
+    """fp64 (dq, dk, dv) of one item [L, H, d], by torch's autograd."""
+    import torch
+
+    n, heads, _ = q.shape
+    if n == 0:
+        return [np.zeros(q.shape)] * 3
+    ts = [torch.tensor(np.asarray(x, np.float64)).transpose(0, 1).requires_grad_() for x in (q, k, v)]
+    s = SCALE * ts[0] @ ts[1].transpose(1, 2)
+    if causal:
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    w = torch.softmax(s, -1)
+    if dropout:
+        w = w * torch.from_numpy(ref_dropout_kept(SEED, item, heads, n, P)).double() / (1 - P)
+    grads = torch.autograd.grad(w @ ts[2], ts, torch.tensor(np.asarray(g, np.float64)).transpose(0, 1))
+    return [x.transpose(0, 1).numpy() for x in grads]
 
 
 def _items(rng, lengths, heads, d):
@@ -147,15 +181,62 @@ def test_dropout(kernel_module, rng, shape):
     _check(out, want, lengths, atol=1e-5)
 
 
+GRADS = {"plain": ("grad", False, False), "causal-saved": ("grad_causal_saved", True, False)}
+GRAD_HEADS = ["h1d32", "h12d64", "h2d128", "h3d24"]
+
+
+@pytest.mark.parametrize("dist", sorted(LENGTHS))
+@pytest.mark.parametrize("shape", GRAD_HEADS)
+@pytest.mark.parametrize("kind", sorted(GRADS))
+def test_gradients_match_fp64_per_item(kernel_module, rng, kind, shape, dist):
+    """dq, dk and dv from attention_dq and attention_dkv: recomputing the
+    forward ("plain") and from the forward's saved output and lse."""
+    heads, d = HEADS[shape]
+    fname, causal, _ = GRADS[kind]
+    lengths = LENGTHS[dist]
+    qs, ks, vs = _items(rng, lengths, heads, d)
+    gs = [rng.uniform(-1, 1, x.shape).astype(np.float32) for x in qs]
+    got = getattr(kernel_module(heads, d), fname)(*(RaggedArray.from_list(x) for x in (qs, ks, vs, gs)))
+    want = [_reference_grads(a, b, c, e, causal) for a, b, c, e in zip(qs, ks, vs, gs, strict=True)]
+    for i, name in enumerate(("dq", "dk", "dv")):
+        _check(got[i], [w[i] for w in want], lengths, atol=5e-5)
+
+
+def test_gradients_with_dropout_and_one_long_item(kernel_module, rng):
+    """Dropout's kept weights in both gradient kernels (the key-major one
+    hashes a vector of queries), on one long item among short ones."""
+    heads, d = HEADS["h3d24"]
+    lengths = [5, 0, 700, 1, 33]
+    qs, ks, vs = _items(rng, lengths, heads, d)
+    gs = [rng.uniform(-1, 1, x.shape).astype(np.float32) for x in qs]
+    got = kernel_module(heads, d).grad_dropout(
+        *(RaggedArray.from_list(x) for x in (qs, ks, vs, gs)), np.array(SEED)
+    )
+    want = [
+        _reference_grads(a, b, c, e, True, item=i, dropout=True)
+        for i, (a, b, c, e) in enumerate(zip(qs, ks, vs, gs, strict=True))
+    ]
+    for i in range(3):
+        _check(got[i], [w[i] for w in want], lengths, atol=1e-4)
+
+
 def test_avx2_object(kernel_module, rng):
     """The AVX2 and FMA object (``x86_64_v3``, 8-float vectors) as a Haswell
     compile links it, run on this host."""
     if not {"avx2", "fma"} <= _host_cpu_flags():
         pytest.skip("this host has no AVX2 and FMA")
     assert CompileOptions(cpu="haswell").kernel_isa == "x86_64_v3"
+    lengths = LENGTHS["random"]
     for heads, d in (HEADS["h3d24"], HEADS["h12d64"]):
+        module = kernel_module(heads, d, "haswell")
         for causal in (False, True):
-            _run(kernel_module(heads, d, "haswell"), rng, LENGTHS["random"], heads, d, causal)
+            _run(module, rng, lengths, heads, d, causal)
+        qs, ks, vs = _items(rng, lengths, heads, d)
+        gs = [rng.uniform(-1, 1, x.shape).astype(np.float32) for x in qs]
+        got = module.grad_causal_saved(*(RaggedArray.from_list(x) for x in (qs, ks, vs, gs)))
+        want = [_reference_grads(a, b, c, e, True) for a, b, c, e in zip(qs, ks, vs, gs, strict=True)]
+        for i in range(3):
+            _check(got[i], [w[i] for w in want], lengths, atol=5e-5)
 
 
 def test_kernel_is_the_cpu_default_and_a_choice():

@@ -66,7 +66,7 @@ class RaggedBackendOptions:
     """Options of the ``ragged`` backend (``torch.compile(..., options={...})``).
 
     target / cpu / device / iree_flags / balance_tile / attention_buckets /
-        iree_attention / attention_scores_max_rows: as
+        iree_attention / attention_scores_max_rows / attention_kernel: as
         :class:`ragged_mlir.CompileOptions` (None picks the target's
         default; ``cpu`` None is the host, docs/cpu_targets.md). The
         compiled graphs run in this process: name a CPU whose code this
@@ -107,6 +107,7 @@ class RaggedBackendOptions:
     attention_buckets: int | None = None
     iree_attention: bool | None = None
     attention_scores_max_rows: int | None = None
+    attention_kernel: bool | None = None
     freeze_parameters: bool = True
     debug_dir: str | None = None
     fallback: bool | None = None
@@ -272,6 +273,7 @@ def compile_fx_graph(
         attention_buckets=options.attention_buckets,
         iree_attention=options.iree_attention,
         attention_scores_max_rows=options.attention_scores_max_rows,
+        attention_kernel=options.attention_kernel,
         keep_intermediates=bool(work_dir),
         work_dir=str(work_dir) if work_dir else None,
         passthrough_dialects=PASSTHROUGH_DIALECTS,
@@ -324,6 +326,7 @@ def _key(gm: torch.fx.GraphModule, example_inputs, options: RaggedBackendOptions
         options.attention_buckets,
         options.iree_attention,
         options.attention_scores_max_rows,
+        options.attention_kernel,
         options.freeze_parameters,
         options.fallback,  # a refused graph is cached as its eager fallback
         options.unpad,
