@@ -136,12 +136,12 @@ def _items(rng, lengths, heads, d):
     ]
 
 
-def _check(got: RaggedArray, want: list[np.ndarray], lengths, atol):
+def _check(got: RaggedArray, want: list[np.ndarray], lengths, atol, what="output"):
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     np.testing.assert_array_equal(got.partitions[0], offsets)
     for b, w in enumerate(want):
         np.testing.assert_allclose(
-            got.values[offsets[b] : offsets[b + 1]], w, rtol=1e-5, atol=atol, err_msg=f"item {b}"
+            got.values[offsets[b] : offsets[b + 1]], w, rtol=1e-5, atol=atol, err_msg=f"{what} of item {b}"
         )
 
 
@@ -199,7 +199,7 @@ def test_gradients_match_fp64_per_item(kernel_module, rng, kind, shape, dist):
     got = getattr(kernel_module(heads, d), fname)(*(RaggedArray.from_list(x) for x in (qs, ks, vs, gs)))
     want = [_reference_grads(a, b, c, e, causal) for a, b, c, e in zip(qs, ks, vs, gs, strict=True)]
     for i, name in enumerate(("dq", "dk", "dv")):
-        _check(got[i], [w[i] for w in want], lengths, atol=5e-5)
+        _check(got[i], [w[i] for w in want], lengths, atol=5e-5, what=name)
 
 
 def test_gradients_with_dropout_and_one_long_item(kernel_module, rng):
