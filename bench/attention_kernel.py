@@ -8,8 +8,8 @@ packed tokens with a document mask (``torch.compile``d; forward only on CPU).
     python bench/attention_kernel.py --quick    # MNLI and RACE, d 32
     python bench/attention_kernel.py --smoke    # tiny, seconds
 
-Every variant runs in one process, interleaved (each timed call after an
-untimed one of the same variant), on 2 threads (torch and IREE alike). Printed per case: median ms, useful GFLOP/s (4 sum_b L_b^2 H d
+Every variant runs in one process, interleaved (each timed call after 30 ms
+of untimed ones of the same variant), on 2 threads (torch and IREE alike). Printed per case: median ms, useful GFLOP/s (4 sum_b L_b^2 H d
 per non-causal forward; half of the pairs when causal), the share of the
 in-process GEMM peak (roofline attainment) and each variant's time over the
 kernel's. One JSON line per case on stdout; progress on stderr.
@@ -82,12 +82,15 @@ def _flex(lengths, d: int, causal: bool):
         return None, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
 
 
-def _time(fn) -> float:
-    """One timed call after an untimed one: the untimed call absorbs the
+def _time(fn, settle_s: float = 0.03) -> float:
+    """One timed call after untimed ones for ``settle_s``: they absorb the
     switch from the previous variant's runtime (torch's OpenMP threads spin
-    for a while after a call and slowed the next IREE call by 1.3-2x on 2
+    for a while after a call, and slowed the next IREE call 1.3-3x on 2
     cores)."""
+    t = time.perf_counter()
     fn()
+    while time.perf_counter() - t < settle_s:
+        fn()
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
