@@ -7,6 +7,7 @@ packed tokens with a document mask (``torch.compile``d; forward only on CPU).
     python bench/attention_kernel.py            # MNLI B 32, SQuAD v2 B 8, RACE B 8, equal; d 32 and 64
     python bench/attention_kernel.py --quick    # MNLI and RACE, d 32
     python bench/attention_kernel.py --smoke    # tiny, seconds
+    python bench/attention_kernel.py --backward # the gradient: against torch's SDPA backward
 
 Every variant runs in one process, interleaved (each timed call after 30 ms
 of untimed ones of the same variant), on 2 threads (torch and IREE alike). Printed per case: median ms, useful GFLOP/s (4 sum_b L_b^2 H d
@@ -48,11 +49,20 @@ CASES = {  # dataset -> (batch, max length)
 
 def _module(d: int, causal: bool) -> str:
     t = f"!ragged.tensor<?, [L], {HEADS}, {d}, f32>"
+    s = f"!ragged.tensor<?, [L], {HEADS}, 1, f32>"
     flag = ", causal" if causal else ""
     return f"""
 func.func @att(%q: {t}, %k: {t}, %v: {t}) -> {t} {{
   %o = ragged.attention %q, %k, %v {{scale = {d**-0.5} : f64{flag}}} : {t}
   return %o : {t}
+}}
+func.func @fwd(%q: {t}, %k: {t}, %v: {t}) -> ({t}, {s}) {{
+  %o, %lse = ragged.attention %q, %k, %v {{scale = {d**-0.5} : f64{flag}}} : {t} lse {s}
+  return %o, %lse : {t}, {s}
+}}
+func.func @grad(%q: {t}, %k: {t}, %v: {t}, %g: {t}, %o: {t}, %lse: {s}) -> ({t}, {t}, {t}) {{
+  %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g output(%o : {t}) lse(%lse : {s}) {{scale = {d**-0.5} : f64{flag}}} : {t}
+  return %dq, %dk, %dv : {t}, {t}, {t}
 }}"""
 
 
@@ -96,7 +106,59 @@ def _time(fn, settle_s: float = 0.03) -> float:
     return time.perf_counter() - t
 
 
-def run_case(dataset: str, d: int, causal: bool, rounds: int, peak: float, seed: int, scale_len: float = 1.0):
+def run_backward(lengths, items, d, causal, kernel, codegen, rounds):
+    """The gradient alone (from the forward's output and lse): our kernels,
+    IREE's codegen and torch's SDPA backward per item. Returns (medians,
+    max abs errors against fp64)."""
+    rng = np.random.default_rng(1)
+    grads = [rng.standard_normal(x.shape).astype(np.float32) for x in items[0]]
+    arrays = [RaggedArray.from_list(x) for x in (*items, grads)]
+    saved = {name: m.fwd(*arrays[:3]) for name, m in (("kernel", kernel), ("iree_codegen", codegen))}
+    leaves = [[torch.from_numpy(x).transpose(0, 1)[None].requires_grad_() for x in t] for t in items]
+    outs = [
+        F.scaled_dot_product_attention(q, k, v, is_causal=causal) for q, k, v in zip(*leaves, strict=True)
+    ]
+    gt = [torch.from_numpy(x).transpose(0, 1)[None] for x in grads]
+
+    def sdpa_backward():
+        return [
+            torch.autograd.grad(o, (q, k, v), g, retain_graph=True)
+            for o, q, k, v, g in zip(outs, *leaves, gt, strict=True)
+        ]
+
+    variants = {
+        "kernel": lambda: kernel.grad(*arrays, *saved["kernel"]),
+        "iree_codegen": lambda: codegen.grad(*arrays, *saved["iree_codegen"]),
+        "torch_sdpa_per_item": sdpa_backward,
+    }
+    ref = [[], [], []]
+    for qkv, g in zip(zip(*items, strict=True), grads, strict=True):
+        ts = [torch.from_numpy(x).double().transpose(0, 1)[None].requires_grad_() for x in qkv]
+        o = F.scaled_dot_product_attention(*ts, is_causal=causal)
+        for i, x in enumerate(torch.autograd.grad(o, ts, torch.from_numpy(g).double().transpose(0, 1)[None])):
+            ref[i].append(x[0].transpose(0, 1).numpy())
+    ref = [np.concatenate(r) for r in ref]
+    errors = {
+        name: max(float(np.abs(got.values - want).max()) for got, want in zip(fn(), ref, strict=True))
+        for name, fn in list(variants.items())[:2]
+    }
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            times[name].append(_time(fn))
+    return {k: float(np.median(v)) for k, v in times.items()}, errors
+
+
+def run_case(
+    dataset: str,
+    d: int,
+    causal: bool,
+    rounds: int,
+    peak: float,
+    seed: int,
+    scale_len: float = 1.0,
+    backward: bool = False,
+):
     batch, max_len = CASES[dataset]
     max_len = max(1, int(max_len * scale_len))
     if dataset == "equal":
@@ -112,6 +174,19 @@ def run_case(dataset: str, d: int, causal: bool, rounds: int, peak: float, seed:
 
     kernel = ragged_mlir.compile(_module(d, causal), options=CompileOptions(attention_kernel=True))
     codegen = ragged_mlir.compile(_module(d, causal), options=CompileOptions(attention_kernel=False))
+    if backward:
+        # Backward FLOPs: five products of the forward's two.
+        med, errors = run_backward(lengths, items, d, causal, kernel, codegen, rounds)
+        flops *= 2.5
+        return {
+            "case": f"{dataset}/d{d}{'/causal' if causal else ''}/backward",
+            "lengths": {"batch": batch, "sum": sum(lengths), "max": max(lengths)},
+            "ms": {k: round(v * 1e3, 3) for k, v in med.items()},
+            "gflops": {k: round(flops / v / 1e9, 1) for k, v in med.items()},
+            "roofline": {k: round(flops / v / 1e9 / peak, 3) for k, v in med.items()},
+            "speedup_vs": {k: round(v / med["kernel"], 2) for k, v in med.items() if k != "kernel"},
+            "max_abs_err": errors,
+        }
     per_item = [[torch.from_numpy(x).transpose(0, 1)[None] for x in t] for t in items]  # [1, H, L, d]
 
     def sdpa():
@@ -177,6 +252,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--causal", action="store_true", help="causal attention as well")
+    ap.add_argument("--backward", action="store_true", help="the gradient (from the saved lse) instead")
     args = ap.parse_args()
     setup(2)
     info = machine_info()
@@ -192,7 +268,7 @@ def main() -> None:
     for dataset in plan:
         for d in dims:
             for causal in [False, True] if args.causal else [False]:
-                row = run_case(dataset, d, causal, rounds, peak, args.seed, scale)
+                row = run_case(dataset, d, causal, rounds, peak, args.seed, scale, args.backward)
                 row["host"] = {
                     "cpu": info.get("cpu"),
                     "isa": info.get("isa"),
