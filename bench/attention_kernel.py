@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ sys.path.insert(0, str(HERE))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from common import gemm_peak_gflops, log, machine_info, setup  # noqa: E402
+from common import gemm_peak_gflops, log, machine_info, settled_call, setup  # noqa: E402
 from lengths import sample_lengths  # noqa: E402
 
 import ragged_mlir  # noqa: E402
@@ -92,18 +91,8 @@ def _flex(lengths, d: int, causal: bool):
         return None, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
 
 
-def _time(fn, settle_s: float = 0.03) -> float:
-    """One timed call after untimed ones for ``settle_s``: they absorb the
-    switch from the previous variant's runtime (torch's OpenMP threads spin
-    for a while after a call, and slowed the next IREE call 1.3-3x on 2
-    cores)."""
-    t = time.perf_counter()
-    fn()
-    while time.perf_counter() - t < settle_s:
-        fn()
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
+def _time(fn) -> float:
+    return settled_call(fn, 0.03)[1]
 
 
 def run_backward(lengths, items, d, causal, kernel, codegen, rounds):

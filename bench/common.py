@@ -30,6 +30,7 @@ __all__ = [
     "log",
     "machine_info",
     "measured_call",
+    "settled_call",
     "setup",
 ]
 
@@ -124,6 +125,24 @@ def _timed(fn: Callable) -> tuple[Any, float]:
     t = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - t
+
+
+#: Untimed calls of a variant before each timed one, in seconds (at least one).
+SETTLE_S = 0.02
+
+
+def settled_call(fn: Callable, settle_s: float = SETTLE_S) -> tuple[Any, float]:
+    """One timed call of ``fn`` after untimed ones for ``settle_s`` (at least
+    one): they absorb the switch from the previous variant's runtime in an
+    interleaved comparison. torch's OpenMP threads spin for a while after a
+    call; on 2 cores they slowed the IREE call that followed 1.3-3x (a short
+    W3 case took 7.4 ms right after a torch variant and 3.8 ms after an IREE
+    one)."""
+    t = time.perf_counter()
+    fn()
+    while time.perf_counter() - t < settle_s:
+        fn()
+    return _timed(fn)
 
 
 # -- memory ----------------------------------------------------------------------------------

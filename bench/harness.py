@@ -40,12 +40,14 @@ import torch  # noqa: E402
 import workloads as W  # noqa: E402
 from common import (  # noqa: E402
     MEM_METHOD,
+    SETTLE_S,
     _timed,
     copy_bandwidth_gbs,
     gemm_peak_gflops,
     log,
     machine_info,
     measured_call,
+    settled_call,
     setup,
 )
 from lengths import sample_lengths  # noqa: E402
@@ -153,7 +155,7 @@ def run_case(variants: list[W.Variant], reference: Callable, comp: W.Compiled, o
         rec["single_run"] = single
     # Repeats: as many rounds as the case budget allows, within [rmin, rmax],
     # and never past the run's deadline (then at least one round).
-    round_s = sum(steady[v.name] for v in timed) or 1e-3
+    round_s = sum(2 * steady[v.name] + SETTLE_S for v in timed) or 1e-3
     fit = int(min(opts.case_budget, clock.left() - opts.reserve) // round_s)
     reps = (
         max(opts.rmin, min(opts.rmax, fit))
@@ -163,7 +165,7 @@ def run_case(variants: list[W.Variant], reference: Callable, comp: W.Compiled, o
     for r in range(reps):
         k = r % len(timed) if timed else 0
         for v in timed[k:] + timed[:k]:  # rotate the order: no variant always runs first
-            _, dt = _timed(v.run)
+            _, dt = settled_call(v.run)
             times[v.name].append(dt)
     rec["runs"] = reps
     rec["median_ms"] = {k: round(float(np.median(t)) * 1e3, 3) for k, t in times.items() if t}
