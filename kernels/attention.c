@@ -61,6 +61,8 @@ typedef uint32_t vu __attribute__((vector_size(RK_VL * 4)));
 #define RK_PV_ACC 12
 #endif
 #define RK_NV (RK_BK / RK_VL)
+// Rows of a block's products: RK_BQ, and past it the last tile's padding.
+#define RK_SROWS RK_BQ
 
 static inline vf load(const float *p) { return *(const vf_u *)p; }
 static inline void store(float *p, vf x) { *(vf_u *)p = x; }
@@ -191,38 +193,52 @@ static inline const float *row_of(const struct job *J, const float *x,
   return x + row * J->rs + J->h * J->d;
 }
 
-/// s[r][j] = scale * sum_c a_r[c] bt[c * J->ts + j] for j < RK_BK and the
-/// rows of `tiles` tiles, a_r the packed row `first + min(r, last)` of `a`.
+/// s[r][jv * RK_VL ..] for the VECS vectors from `jv`, rows of `tiles`
+/// tiles (see products).
+#define QK_TILE(NAME, VECS)                                                    \
+  static inline void NAME(const struct job *J, const float *ar[],            \
+                               const float *bt, int jv, int64_t t,            \
+                               float scale, float s[RK_SROWS][RK_BK]) {       \
+    vf acc[RK_QK_ROWS][VECS];                                                 \
+    for (int r = 0; r < RK_QK_ROWS; ++r)                                      \
+      for (int k = 0; k < VECS; ++k)                                          \
+        acc[r][k] = splat(0.0f);                                              \
+    const float *bc = bt + jv * RK_VL;                                        \
+    for (int64_t c = 0; c < J->d; ++c, bc += J->ts) {                         \
+      vf bv[VECS];                                                            \
+      for (int k = 0; k < VECS; ++k)                                          \
+        bv[k] = load(bc + k * RK_VL);                                         \
+      for (int r = 0; r < RK_QK_ROWS; ++r) {                                  \
+        vf ab = splat(ar[r][c]);                                              \
+        for (int k = 0; k < VECS; ++k)                                        \
+          acc[r][k] += ab * bv[k];                                            \
+      }                                                                       \
+    }                                                                         \
+    for (int r = 0; r < RK_QK_ROWS; ++r)                                      \
+      for (int k = 0; k < VECS; ++k)                                          \
+        store(&s[t * RK_QK_ROWS + r][(jv + k) * RK_VL], acc[r][k] * scale);   \
+  }
+QK_TILE(qk_wide, RK_QK_VECS)
+QK_TILE(qk_1, 1)
+
+/// s[r][j] = scale * sum_c a_r[c] bt[c * J->ts + j] for the first nv
+/// vectors of j and the rows of `tiles` tiles, a_r the packed row `first +
+/// min(r, last)` of `a`. Only the vectors a block needs are computed: a
+/// short item pays for its keys, not for RK_BK.
 static void products(const struct job *J, const float *a, int64_t first,
-                     int64_t last, int64_t tiles, const float *bt,
-                     float scale, float s[RK_BQ][RK_BK]) {
-  const int64_t d = J->d;
+                     int64_t last, int64_t tiles, const float *bt, int nv,
+                     float scale, float s[RK_SROWS][RK_BK]) {
   for (int64_t t = 0; t < tiles; ++t) {
     const float *ar[RK_QK_ROWS];
     for (int r = 0; r < RK_QK_ROWS; ++r) {
       int64_t i = t * RK_QK_ROWS + r;
       ar[r] = row_of(J, a, first + (i < last ? i : last));
     }
-    for (int jv = 0; jv < RK_NV; jv += RK_QK_VECS) {
-      vf acc[RK_QK_ROWS][RK_QK_VECS];
-      for (int r = 0; r < RK_QK_ROWS; ++r)
-        for (int k = 0; k < RK_QK_VECS; ++k)
-          acc[r][k] = splat(0.0f);
-      const float *bc = bt + jv * RK_VL;
-      for (int64_t c = 0; c < d; ++c, bc += J->ts) {
-        vf bv[RK_QK_VECS];
-        for (int k = 0; k < RK_QK_VECS; ++k)
-          bv[k] = load(bc + k * RK_VL);
-        for (int r = 0; r < RK_QK_ROWS; ++r) {
-          vf ab = splat(ar[r][c]);
-          for (int k = 0; k < RK_QK_VECS; ++k)
-            acc[r][k] += ab * bv[k];
-        }
-      }
-      for (int r = 0; r < RK_QK_ROWS; ++r)
-        for (int k = 0; k < RK_QK_VECS; ++k)
-          store(&s[t * RK_QK_ROWS + r][(jv + k) * RK_VL], acc[r][k] * scale);
-    }
+    int jv = 0;
+    for (; jv + RK_QK_VECS <= nv; jv += RK_QK_VECS)
+      qk_wide(J, ar, bt, jv, t, scale, s);
+    for (; jv < nv; ++jv)
+      qk_1(J, ar, bt, jv, t, scale, s);
   }
 }
 
@@ -271,7 +287,7 @@ PV_TILE(8, 1)
 
 /// o[r][:d] += sum_{j < nk} p[r][j] b_j for rows r < rows (a multiple of 8),
 /// b_j the packed row `first + j` of `b`; o's rows are `ostride` apart.
-static void apply(const struct job *J, const float p[RK_BQ][RK_BK],
+static void apply(const struct job *J, const float p[RK_SROWS][RK_BK],
                   const float *b, int64_t first, int64_t nk, int64_t rows,
                   float *o, int64_t ostride) {
   const int64_t d = J->d, rs = J->rs;
@@ -310,7 +326,7 @@ static inline vi below(int jv, int64_t limit) {
 /// start + len)): online softmax over blocks of RK_BK keys.
 static void forward(const struct job *J, int64_t item, int64_t start,
                     int64_t len, int64_t i0, int64_t i1) {
-  float s[RK_BQ][RK_BK] __attribute__((aligned(64)));
+  float s[RK_SROWS][RK_BK] __attribute__((aligned(64)));
   float o[RK_BQ][RK_MAX_D] __attribute__((aligned(64)));
   // Per row: the running maximum (base-2 logits) and the running sums of
   // the weights, kept as vectors (lanes summed once, at the end).
@@ -331,16 +347,19 @@ static void forward(const struct job *J, int64_t item, int64_t start,
   const vi minus_inf = (vi)splat(-__builtin_inff());
   for (int64_t j0 = 0; j0 < kend; j0 += RK_BK) {
     const int64_t nk = min64(kend - j0, RK_BK);
+    const int nv = (int)((nk + RK_VL - 1) / RK_VL);
     products(J, J->q, start + i0, m - 1, tiles, column(J, J->kt, start + j0),
-             J->scale2, s);
+             nv, J->scale2, s);
     for (int64_t r = 0; r < m; ++r) {
       // Keys past the block or (causal) after the query are masked.
       const int64_t limit = J->causal ? min64(nk, i0 + r + 1 - j0) : nk;
       vf x[RK_NV];
       vf rowmax = splat(-__builtin_inff());
       for (int jv = 0; jv < RK_NV; ++jv) {
+        if (jv >= nv)
+          break;
         x[jv] = load(&s[r][jv * RK_VL]);
-        if (limit < RK_BK) {
+        if (limit < nv * RK_VL) {
           vi valid = below(jv, limit);
           x[jv] = (vf)(((vi)x[jv] & valid) | (minus_inf & ~valid));
         }
@@ -358,6 +377,8 @@ static void forward(const struct job *J, int64_t item, int64_t start,
                             HASH_HEAD * (uint32_t)J->h +
                             HASH_QUERY * (uint32_t)(i0 + r);
       for (int jv = 0; jv < RK_NV; ++jv) {
+        if (jv >= nv)
+          break;
         vf p = exp2v(x[jv] - mnew);
         acc += p;
         if (J->dropout)
@@ -386,8 +407,8 @@ static void forward(const struct job *J, int64_t item, int64_t start,
 /// from the lse, dP = dO Vᵀ, dS = P o (kept dP - D), dQ += scale dS K.
 static void grad_query(const struct job *J, int64_t item, int64_t start,
                        int64_t len, int64_t i0, int64_t i1) {
-  float s[RK_BQ][RK_BK] __attribute__((aligned(64)));
-  float dp[RK_BQ][RK_BK] __attribute__((aligned(64)));
+  float s[RK_SROWS][RK_BK] __attribute__((aligned(64)));
+  float dp[RK_SROWS][RK_BK] __attribute__((aligned(64)));
   float dq[RK_BQ][RK_MAX_BWD_D] __attribute__((aligned(64)));
   const int64_t m = i1 - i0, d = J->d;
   const int64_t rows = round_up(m, 8);
@@ -399,19 +420,20 @@ static void grad_query(const struct job *J, int64_t item, int64_t start,
   const int64_t kend = J->causal ? i1 : len;
   for (int64_t j0 = 0; j0 < kend; j0 += RK_BK) {
     const int64_t nk = min64(kend - j0, RK_BK);
+    const int nv = (int)((nk + RK_VL - 1) / RK_VL);
     products(J, J->q, start + i0, m - 1, tiles, column(J, J->kt, start + j0),
-             J->scale2, s);
+             nv, J->scale2, s);
     products(J, J->dout, start + i0, m - 1, tiles,
-             column(J, J->vt, start + j0), 1.0f, dp);
+             column(J, J->vt, start + j0), nv, 1.0f, dp);
     for (int64_t r = 0; r < m; ++r) {
       const int64_t limit = J->causal ? min64(nk, i0 + r + 1 - j0) : nk;
       const float l2 = lse[start + i0 + r] * LOG2E, dr = dd[start + i0 + r];
       const uint32_t base = HASH_ITEM * (uint32_t)item +
                             HASH_HEAD * (uint32_t)J->h +
                             HASH_QUERY * (uint32_t)(i0 + r);
-      for (int jv = 0; jv < RK_NV; ++jv) {
+      for (int jv = 0; jv < nv; ++jv) {
         vf p = exp2v(load(&s[r][jv * RK_VL]) - l2);
-        if (limit < RK_BK)
+        if (limit < nv * RK_VL)
           p = (vf)((vi)p & below(jv, limit));
         vf g = load(&dp[r][jv * RK_VL]);
         if (J->dropout)
@@ -434,8 +456,8 @@ static void grad_query(const struct job *J, int64_t item, int64_t start,
 /// dSᵀ = Pᵀ o (kept dPᵀ - D), dK += scale dSᵀ Q.
 static void grad_key_value(const struct job *J, int64_t item, int64_t start,
                            int64_t len, int64_t j0, int64_t j1) {
-  float s[RK_BQ][RK_BK] __attribute__((aligned(64)));
-  float dp[RK_BQ][RK_BK] __attribute__((aligned(64)));
+  float s[RK_SROWS][RK_BK] __attribute__((aligned(64)));
+  float dp[RK_SROWS][RK_BK] __attribute__((aligned(64)));
   float dk[RK_BQ][RK_MAX_BWD_D] __attribute__((aligned(64)));
   float dv[RK_BQ][RK_MAX_BWD_D] __attribute__((aligned(64)));
   const int64_t m = j1 - j0, d = J->d;
@@ -448,12 +470,13 @@ static void grad_key_value(const struct job *J, int64_t item, int64_t start,
   // Causal: key j is seen by queries j and after.
   for (int64_t i0 = J->causal ? j0 : 0; i0 < len; i0 += RK_BK) {
     const int64_t nq = min64(len - i0, RK_BK);
+    const int nv = (int)((nq + RK_VL - 1) / RK_VL);
     products(J, J->k, start + j0, m - 1, tiles, column(J, J->qt, start + i0),
-             J->scale2, s);
+             nv, J->scale2, s);
     products(J, J->v, start + j0, m - 1, tiles,
-             column(J, J->dot, start + i0), 1.0f, dp);
+             column(J, J->dot, start + i0), nv, 1.0f, dp);
     vf l2[RK_NV], dr[RK_NV];
-    for (int iv = 0; iv < RK_NV; ++iv) {
+    for (int iv = 0; iv < nv; ++iv) {
       l2[iv] = load(lse + start + i0 + iv * RK_VL) * LOG2E;
       dr[iv] = load(dd + start + i0 + iv * RK_VL);
     }
@@ -462,7 +485,7 @@ static void grad_key_value(const struct job *J, int64_t item, int64_t start,
       const uint32_t base = HASH_ITEM * (uint32_t)item +
                             HASH_HEAD * (uint32_t)J->h +
                             HASH_KEY * (uint32_t)j;
-      for (int iv = 0; iv < RK_NV; ++iv) {
+      for (int iv = 0; iv < nv; ++iv) {
         vf p = exp2v(load(&s[r][iv * RK_VL]) - l2[iv]);
         vi valid = below(iv, nq);
         if (J->causal) // query i0 + lane >= key j
@@ -579,21 +602,31 @@ void ragged_attention_dkv_block(const float *q, const float *k,
 }
 
 /// The entry points IREE calls (hal.import.static): each memref<?xT>
-/// arrives as (base, aligned, offset, size, stride).
+/// arrives as (base, aligned, offset, size, stride). One workgroup takes a
+/// block of RK_BQ packed rows and every head: fewer, larger workgroups than
+/// one per head (IREE's cost per workgroup is then a small share).
 #define MEMREF(T, name)                                                        \
   T *name##_base __attribute__((unused)), T *name##_data,                     \
       int64_t name##_offset, int64_t name##_size __attribute__((unused)),     \
       int64_t name##_stride __attribute__((unused))
 #define AT(name) (name##_data + name##_offset)
 #define ITEMS(offsets) (offsets##_size - 1)
+#define WORKGROUP_SCALARS                                                      \
+  int64_t rows, int64_t heads, int64_t d, int64_t ts, float scale,            \
+      int64_t causal, int64_t dropout, int32_t threshold, float keep,         \
+      int64_t block
+#define EACH_HEAD(call)                                                        \
+  for (int64_t h = 0; h < heads; ++h)                                         \
+  call
 
 void ragged_attention_fwd(MEMREF(const float, q), MEMREF(const float, kt),
                           MEMREF(const float, v),
                           MEMREF(const int64_t, offsets),
                           MEMREF(const int64_t, seed), MEMREF(float, out),
-                          MEMREF(float, lse), SCALARS) {
-  ragged_attention_block(AT(q), AT(kt), AT(v), AT(offsets), ITEMS(offsets),
-                         AT(seed), AT(out), AT(lse), FORWARD_SCALARS);
+                          MEMREF(float, lse), WORKGROUP_SCALARS) {
+  EACH_HEAD(ragged_attention_block(AT(q), AT(kt), AT(v), AT(offsets),
+                                   ITEMS(offsets), AT(seed), AT(out), AT(lse),
+                                   FORWARD_SCALARS));
 }
 
 void ragged_attention_dq(MEMREF(const float, q), MEMREF(const float, k),
@@ -602,10 +635,10 @@ void ragged_attention_dq(MEMREF(const float, q), MEMREF(const float, k),
                          MEMREF(const float, dt),
                          MEMREF(const int64_t, offsets),
                          MEMREF(const int64_t, seed), MEMREF(float, dq),
-                         SCALARS) {
-  ragged_attention_dq_block(AT(q), AT(k), AT(kt), AT(vt), AT(dout), AT(lset),
-                            AT(dt), AT(offsets), ITEMS(offsets), AT(seed),
-                            AT(dq), FORWARD_SCALARS);
+                         WORKGROUP_SCALARS) {
+  EACH_HEAD(ragged_attention_dq_block(
+      AT(q), AT(k), AT(kt), AT(vt), AT(dout), AT(lset), AT(dt), AT(offsets),
+      ITEMS(offsets), AT(seed), AT(dq), FORWARD_SCALARS));
 }
 
 void ragged_attention_dkv(MEMREF(const float, q), MEMREF(const float, k),
@@ -614,8 +647,9 @@ void ragged_attention_dkv(MEMREF(const float, q), MEMREF(const float, k),
                           MEMREF(const float, lset), MEMREF(const float, dt),
                           MEMREF(const int64_t, offsets),
                           MEMREF(const int64_t, seed), MEMREF(float, dk),
-                          MEMREF(float, dv), SCALARS) {
-  ragged_attention_dkv_block(AT(q), AT(k), AT(v), AT(qt), AT(dout), AT(dot),
-                             AT(lset), AT(dt), AT(offsets), ITEMS(offsets),
-                             AT(seed), AT(dk), AT(dv), FORWARD_SCALARS);
+                          MEMREF(float, dv), WORKGROUP_SCALARS) {
+  EACH_HEAD(ragged_attention_dkv_block(
+      AT(q), AT(k), AT(v), AT(qt), AT(dout), AT(dot), AT(lset), AT(dt),
+      AT(offsets), ITEMS(offsets), AT(seed), AT(dk), AT(dv),
+      FORWARD_SCALARS));
 }

@@ -3,7 +3,7 @@
 // f32 ragged.attention and ragged.attention_grad on CPU targets run as
 // custom IREE dispatches of our kernel library (kernels/attention.c): the
 // kernels read the packed rows and the offsets directly, one workgroup per
-// block of 32 packed rows and head, so every item costs its own L(b)^2 and
+// block of 32 packed rows (all heads), so every item costs its own L(b)^2 and
 // no bucket schedule is built. A dispatch is a `flow.dispatch` of the
 // `stream.executable` @ragged_kernels, whose functions call the kernels
 // (`hal.import.static`) and whose object file IREE links into the
@@ -96,7 +96,7 @@ SmallVector<KernelExport> kernelExports() {
 /// The dispatch scalars after the buffers: rows, heads, d, stride, items +
 /// 1, seed size (index), scale (f32), causal, dropout (index), threshold
 /// (i32), keep (f32). The kernels take them but for the two sizes, then the
-/// workgroup's x and y.
+/// workgroup's x.
 constexpr unsigned kScalars = 11;
 
 Operation *createByName(OpBuilder &b, Location loc, StringRef name,
@@ -112,7 +112,8 @@ Operation *createByName(OpBuilder &b, Location loc, StringRef name,
   return b.create(state);
 }
 
-/// Adds export `e` (its workgroups: (ceil(rows / 32), heads, 1)) to the
+/// Adds export `e` (its workgroups: (ceil(rows / 32), 1, 1); each takes
+/// every head) to the
 /// executable body at `b`'s insertion point, and its function and kernel
 /// declaration to `inner`.
 void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
@@ -131,8 +132,8 @@ void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
         b.createBlock(&exp->getRegion(0), {}, {index, index}, {loc, loc});
     Value x = arith::CeilDivUIOp::create(b, loc, wg->getArgument(0),
                                          constIndex(b, loc, kBlockRows));
-    createByName(b, loc, "stream.return",
-                 {x, wg->getArgument(1), constIndex(b, loc, 1)}, {});
+    Value one = constIndex(b, loc, 1);
+    createByName(b, loc, "stream.return", {x, one, one}, {});
   }
 
   OpBuilder::InsertionGuard guard(b);
@@ -146,7 +147,7 @@ void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
   for (Extent x : e.buffers)
     kernelArgs.push_back(isIndex(x) ? i64Rows : f32Rows);
   kernelArgs.append(
-      {index, index, index, index, f32, index, index, i32, f32, index, index});
+      {index, index, index, index, f32, index, index, i32, f32, index});
   auto kernel =
       func::FuncOp::create(b, loc, e.symbol, b.getFunctionType(kernelArgs, {}));
   kernel.setPrivate();
@@ -180,11 +181,10 @@ void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
                            ->getResult(0));
   for (unsigned i : {0, 1, 2, 3, 6, 7, 8, 9, 10})
     callArgs.push_back(arg(n + i));
-  for (int64_t dim : {0, 1})
-    callArgs.push_back(
-        createByName(b, loc, "stream.dispatch.workgroup.id", {}, index,
-                     {b.getNamedAttr("dimension", b.getIndexAttr(dim))})
-            ->getResult(0));
+  callArgs.push_back(
+      createByName(b, loc, "stream.dispatch.workgroup.id", {}, index,
+                   {b.getNamedAttr("dimension", b.getIndexAttr(0))})
+          ->getResult(0));
   func::CallOp::create(b, loc, kernel, callArgs);
   func::ReturnOp::create(b, loc);
 }

@@ -5,27 +5,26 @@
 // UNREGISTERED: error: ragged-cpu-attention-kernel emits IREE's stream.executable and flow.dispatch, which this context does not know: allow unregistered dialects
 
 // One executable for the module, linking the ISA's object; each export has
-// a workgroup per 32 packed rows and head and calls its kernel on the
+// a workgroup per 32 packed rows (every head) and calls its kernel on the
 // bindings' memrefs.
 // CHECK: "stream.executable"() ({
 // CHECK:   "stream.executable.export"() ({
-// CHECK:   ^bb0(%[[ROWS:.+]]: index, %[[HEADS:.+]]: index):
+// CHECK:   ^bb0(%[[ROWS:.+]]: index, %{{.+}}: index):
 // CHECK:     %[[X:.+]] = arith.ceildivui %[[ROWS]], %c32
-// CHECK:     "stream.return"(%[[X]], %[[HEADS]], %c1)
+// CHECK:     "stream.return"(%[[X]], %c1, %c1)
 // CHECK:   }) {function_ref = @attention_fwd, sym_name = "attention_fwd", sym_visibility = "public"}
 // CHECK:   "stream.executable.export"() ({
 // CHECK:   }) {function_ref = @attention_dq, sym_name = "attention_dq", sym_visibility = "public"}
 // CHECK:   "stream.executable.export"() ({
 // CHECK:   }) {function_ref = @attention_dkv, sym_name = "attention_dkv", sym_visibility = "public"}
-// CHECK:   func.func private @ragged_attention_fwd(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index, index) attributes {hal.import.static}
+// CHECK:   func.func private @ragged_attention_fwd(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index) attributes {hal.import.static}
 // CHECK:   func.func @attention_fwd(%{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding,
 // CHECK-COUNT-7: "stream.binding.subspan"
 // CHECK:     "stream.dispatch.workgroup.id"() {dimension = 0 : index}
-// CHECK:     "stream.dispatch.workgroup.id"() {dimension = 1 : index}
 // CHECK:     call @ragged_attention_fwd(
-// CHECK:   func.func private @ragged_attention_dq(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index, index) attributes {hal.import.static}
+// CHECK:   func.func private @ragged_attention_dq(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index) attributes {hal.import.static}
 // CHECK:     call @ragged_attention_dq(
-// CHECK:   func.func private @ragged_attention_dkv(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index, index) attributes {hal.import.static}
+// CHECK:   func.func private @ragged_attention_dkv(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index) attributes {hal.import.static}
 // CHECK:     call @ragged_attention_dkv(
 // CHECK: hal.executable.objects = #hal.executable.objects<{#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64"> = [#hal.executable.object<{path = "ragged_kernels_x86_64_v3.o"}>]}>, sym_name = "ragged_kernels"
 // CHECK-NOT: "stream.executable"
