@@ -95,6 +95,20 @@ def _time(fn) -> float:
     return settled_call(fn, 0.03)[1]
 
 
+def _row(case: str, lengths, med: dict, flops: float, peak: float, errors: dict) -> dict:
+    """One case's JSON line: median ms, GFLOP/s, roofline attainment and
+    each variant's time over the kernel's."""
+    return {
+        "case": case,
+        "lengths": {"batch": len(lengths), "sum": sum(lengths), "max": max(lengths)},
+        "ms": {k: round(v * 1e3, 3) for k, v in med.items()},
+        "gflops": {k: round(flops / v / 1e9, 1) for k, v in med.items()},
+        "roofline": {k: round(flops / v / 1e9 / peak, 3) for k, v in med.items()},
+        "speedup_vs": {k: round(v / med["kernel"], 2) for k, v in med.items() if k != "kernel"},
+        "max_abs_err": errors,
+    }
+
+
 def run_backward(lengths, items, d, causal, kernel, codegen, rounds):
     """The gradient alone (from the forward's output and lse): our kernels,
     IREE's codegen and torch's SDPA backward per item. Returns (medians,
@@ -166,16 +180,9 @@ def run_case(
     if backward:
         # Backward FLOPs: five products of the forward's two.
         med, errors = run_backward(lengths, items, d, causal, kernel, codegen, rounds)
-        flops *= 2.5
-        return {
-            "case": f"{dataset}/d{d}{'/causal' if causal else ''}/backward",
-            "lengths": {"batch": batch, "sum": sum(lengths), "max": max(lengths)},
-            "ms": {k: round(v * 1e3, 3) for k, v in med.items()},
-            "gflops": {k: round(flops / v / 1e9, 1) for k, v in med.items()},
-            "roofline": {k: round(flops / v / 1e9 / peak, 3) for k, v in med.items()},
-            "speedup_vs": {k: round(v / med["kernel"], 2) for k, v in med.items() if k != "kernel"},
-            "max_abs_err": errors,
-        }
+        return _row(
+            f"{dataset}/d{d}{'/causal' if causal else ''}/backward", lengths, med, 2.5 * flops, peak, errors
+        )
     per_item = [[torch.from_numpy(x).transpose(0, 1)[None] for x in t] for t in items]  # [1, H, L, d]
 
     def sdpa():
@@ -219,15 +226,7 @@ def run_case(
         for name, fn in variants.items():
             times[name].append(_time(fn))
     med = {k: float(np.median(v)) for k, v in times.items()}
-    row = {
-        "case": f"{dataset}/d{d}{'/causal' if causal else ''}",
-        "lengths": {"batch": batch, "sum": sum(lengths), "max": max(lengths)},
-        "ms": {k: round(v * 1e3, 3) for k, v in med.items()},
-        "gflops": {k: round(flops / v / 1e9, 1) for k, v in med.items()},
-        "roofline": {k: round(flops / v / 1e9 / peak, 3) for k, v in med.items()},
-        "speedup_vs": {k: round(v / med["kernel"], 2) for k, v in med.items() if k != "kernel"},
-        "max_abs_err": errors,
-    }
+    row = _row(f"{dataset}/d{d}{'/causal' if causal else ''}", lengths, med, flops, peak, errors)
     if flex_why:
         row["flex_packed"] = f"skipped: {flex_why}"
     return row

@@ -165,3 +165,17 @@ def test_startup_smoke(tmp_path):
     assert warm["graphs"] >= 1 and warm["fallbacks"] == 0
     assert {"import_s", "lower_s", "iree_compile_s", "dynamo_aot_s"} <= warm.keys()
     assert summary["aot_eager_first_call_s"] > 0 and summary["warm_over_aot_eager"] > 0
+
+
+@pytest.mark.parametrize("mode", [[], ["--backward"]], ids=["forward", "backward"])
+def test_attention_kernel_smoke(mode):
+    """bench/attention_kernel.py --smoke: the kernel, IREE's codegen and
+    torch's SDPA per item (and FlexAttention, forward) on one tiny MNLI
+    batch, each within fp32 error of fp64."""
+    rows = [json.loads(line) for line in _run("attention_kernel.py", "--smoke", *mode).splitlines()]
+    assert len(rows) == 1
+    row = rows[0]
+    assert {"kernel", "iree_codegen", "torch_sdpa_per_item"} <= set(row["ms"])
+    assert row["host"]["gemm_peak_gflops"] > 0
+    for name, err in row["max_abs_err"].items():
+        assert err < 1e-4, (name, err)
