@@ -251,5 +251,9 @@ def test_kernel_is_the_cpu_default_and_a_choice():
     assert CompileOptions(cpu="znver4").kernel_isa == "x86_64_v4"
     assert CompileOptions(cpu="neoverse-v1").kernel_isa == "arm_64"
     assert CompileOptions(target="cuda").kernel_isa is None
+    # Options that tune IREE's codegen choose it.
+    for codegen in ({"iree_attention": True}, {"attention_buckets": 4}, {"attention_scores_max_rows": 256}):
+        assert CompileOptions(**codegen).kernel_isa is None, codegen
+        assert CompileOptions(**codegen, attention_kernel=True).kernel_isa is not None, codegen
     with pytest.raises(ValueError, match="attention_kernel: the CPU kernel serves llvm-cpu targets only"):
         CompileOptions(target="cuda", attention_kernel=True).kernel_isa  # noqa: B018

@@ -294,9 +294,9 @@ class CompileOptions:
         dispatch of ragged-mlir's CPU kernel (``kernels/attention.c``),
         which reads the packed rows and offsets directly: no length
         buckets, each item costs its own L^2. None picks it on CPU targets
-        unless ``iree_attention`` or ``attention_buckets`` is given (they
-        choose IREE's codegen); False keeps IREE's codegen; GPU targets
-        never use it.
+        unless ``iree_attention``, ``attention_buckets`` or
+        ``attention_scores_max_rows`` is given (they tune IREE's codegen);
+        False keeps IREE's codegen; GPU targets never use it.
     attention_scores_max_rows: with ``iree_attention``, buckets of 32 up to
         this many rows (with more than one head) materialise their scores
         and run as two data-tiled contractions where the bucket's n H S^2
@@ -416,10 +416,9 @@ class CompileOptions:
         ``attention_kernel``), or None where it links none."""
         if self.attention_kernel is False:
             return None
-        if self.attention_kernel is None and (
-            self.iree_attention is not None or self.attention_buckets is not None
-        ):
-            return None  # IREE's codegen, which these options choose
+        codegen = (self.iree_attention, self.attention_buckets, self.attention_scores_max_rows)
+        if self.attention_kernel is None and any(x is not None for x in codegen):
+            return None  # IREE's codegen, which these options tune
         if self.target != Target.LLVM_CPU:
             if self.attention_kernel:
                 raise ValueError(
