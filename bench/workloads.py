@@ -26,7 +26,10 @@ number bench/README.md gives them:
   ragged_mlir_padded 10 the same compiled model fed every item padded to the batch max
   ragged_mlir_equal    (diagnostic) the same model on all-equal lengths, same B and tokens
   ragged_mlir_scores   (diagnostic, W3/W4) ragged_mlir with attention_scores_max_rows=256:
-                       materialised scores on buckets of 32-256 rows (opt-in, docs/torch.md)
+                       IREE's codegen with materialised scores on buckets of 32-256 rows
+                       (opt-in, docs/torch.md), against the default CPU attention kernel
+  flex_packed      11  packed tokens [1, H, N, HD] and flex_attention with a document
+                       block mask built once per batch, torch.compile'd (W3)
 """
 
 from __future__ import annotations
@@ -493,6 +496,28 @@ def w2_variants(items, eq_items, comp: Compiled, w: torch.Tensor):
 # -- W3: ragged attention ----------------------------------------------------------------
 
 
+def flex_document_mask(lengths, causal: bool = False):
+    """FlexAttention's block mask of a document mask over the packed tokens
+    of items of `lengths` (each token attends to its own item's tokens; with
+    `causal`, to those at or before it), built once per batch; or a str, why
+    it cannot be built here."""
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask
+    except ImportError as e:
+        return f"no flex_attention: {e}"
+    lengths = torch.as_tensor([int(n) for n in lengths])
+    doc = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
+    starts = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+    pos = torch.arange(int(doc.numel())) - starts
+
+    def mask(b, h, q_idx, kv_idx):
+        same = doc[q_idx] == doc[kv_idx]
+        return same & (pos[kv_idx] <= pos[q_idx]) if causal else same
+
+    n = int(doc.numel())
+    return create_block_mask(mask, None, None, n, n, device="cpu")
+
+
 def w3_variants(qkv_items, eq_qkv_items, comp: Compiled):
     """qkv_items: three lists of [l, HEADS, HD] items."""
     qi, ki, vi = qkv_items
@@ -540,6 +565,25 @@ def w3_variants(qkv_items, eq_qkv_items, comp: Compiled):
     ]
     ind = comp.get("inductor_padded", lambda: torch.compile(sdpa_mask, dynamic=True))
     v.append(_guarded("inductor_padded", lambda: ind(qp, kp, vp, m4), comp, "inductor_padded", unpad))
+    # Packed tokens [1, H, N, HD] and a document mask, compiled: what PyTorch
+    # recommends for variable lengths (forward only on CPU).
+    block = flex_document_mask([len(x) for x in qi])
+    if isinstance(block, str):
+        v.append(skipped("flex_packed", block))
+    else:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        packed = [torch.cat(t).transpose(0, 1)[None].contiguous() for t in (qi, ki, vi)]
+        flex = comp.get("flex_packed", lambda: torch.compile(flex_attention))
+        v.append(
+            _guarded(
+                "flex_packed",
+                lambda: flex(*packed, block_mask=block),
+                comp,
+                "flex_packed",
+                lambda o: o[0].transpose(0, 1),
+            )
+        )
     indn = comp.get("inductor_njt", lambda: torch.compile(nested_sdpa, dynamic=True))
     v.append(
         _guarded(

@@ -2,20 +2,18 @@
 //
 // ragged.attention on CPU, forward and gradients: softmax(scale * Q Kᵀ
 // [+ causal]) V per item and head, read straight from the packed rows and
-// the offsets. One workgroup takes a block of RK_BQ packed rows and one
-// head; where the block spans items, each item's rows meet that item's rows
-// only, so every item costs its own L(b)^2 and no row is padded to a
-// bucket. The other side streams in blocks of RK_BK rows; the products of a
+// the offsets. A forward workgroup takes a block of RK_BQ packed rows; where
+// the block spans items, each item's rows meet that item's rows only, so
+// every item costs its own L(b)^2 and no row is padded to a bucket. The other side streams in blocks of RK_BK rows; the products of a
 // block stay in small stack buffers.
 //
 // - forward: per query row, an online softmax over the key blocks (running
 //   maximum and sum, the output rescaled as the maximum grows); also the
 //   lse of each row.
-// - attention_dq: per query row, the weights recomputed from the lse,
-//   dP = dO Vᵀ, dS = P o (kept dP - D) with D = rowsum(dO o O), dQ = scale
-//   dS K.
-// - attention_dkv: per key row, the same transposed, dV = (kept P)ᵀ dO and
-//   dK = scale dSᵀ Q; two kernels rather than one with atomics.
+// - backward: per item and head (a workgroup owns the item's rows at that
+//   head), key blocks outer and query blocks inner: the weights recomputed
+//   from the lse, dP = dO Vᵀ, dS = P o (kept dP - D) with D = rowsum(dO o
+//   O), dV += (kept P)ᵀ dO, dK += scale dSᵀ Q, dQ += scale dS K.
 // Dropout follows ragged.attention's hash of (seed, item, head, query, key).
 //
 // Built freestanding (no libc, no libm) for IREE's embedded ELF executables
@@ -242,24 +240,25 @@ static void products(const struct job *J, const float *a, int64_t first,
   }
 }
 
-/// o[r][c0 ..] += sum_j p[r][j] v[j][c0 ..] for a tile of ROWS rows and
-/// VECS vectors of columns.
+/// o[r][c0 ..] += sum_j w(r, j) b_j[c0 ..] for a tile of ROWS rows and
+/// VECS vectors of columns, the weight w(r, j) at p0[r * pr + j * pj] (a
+/// block row-major, or transposed).
 #define PV_TILE(ROWS, VECS)                                                    \
-  static inline void pv_##ROWS##_##VECS(const float *p0, const float *vrow,  \
-                                        int64_t rs, int64_t nk, float *o0,    \
-                                        int64_t ostride) {                    \
+  static inline void pv_##ROWS##_##VECS(                                      \
+      const float *p0, int64_t pr, int64_t pj, const float *brow, int64_t rs, \
+      int64_t nk, float *o0, int64_t ostride) {                               \
     vf acc[ROWS][VECS];                                                       \
     for (int r = 0; r < ROWS; ++r)                                            \
       for (int k = 0; k < VECS; ++k)                                          \
         acc[r][k] = load(o0 + r * ostride + k * RK_VL);                       \
-    for (int64_t j = 0; j < nk; ++j, vrow += rs) {                            \
-      vf vv[VECS];                                                            \
+    for (int64_t j = 0; j < nk; ++j, brow += rs) {                            \
+      vf bv[VECS];                                                            \
       for (int k = 0; k < VECS; ++k)                                          \
-        vv[k] = load(vrow + k * RK_VL);                                       \
+        bv[k] = load(brow + k * RK_VL);                                       \
       for (int r = 0; r < ROWS; ++r) {                                        \
-        vf pb = splat(p0[r * RK_BK + j]);                                     \
+        vf pb = splat(p0[r * pr + j * pj]);                                   \
         for (int k = 0; k < VECS; ++k)                                        \
-          acc[r][k] += pb * vv[k];                                            \
+          acc[r][k] += pb * bv[k];                                            \
       }                                                                       \
     }                                                                         \
     for (int r = 0; r < ROWS; ++r)                                            \
@@ -267,7 +266,7 @@ static void products(const struct job *J, const float *a, int64_t first,
         store(o0 + r * ostride + k * RK_VL, acc[r][k]);                       \
   }
 
-// Row counts divide 8, so rows padded to 8 cover every tile.
+// Wide tiles, then one row at a time for the rows they leave.
 #if RK_VL == 16
 PV_TILE(4, 4)
 PV_TILE(8, 2)
@@ -284,31 +283,53 @@ PV_TILE(4, 2)
 #define PV2_ROWS 4
 #endif
 PV_TILE(8, 1)
+PV_TILE(1, 4)
+PV_TILE(1, 2)
+PV_TILE(1, 1)
 
-/// o[r][:d] += sum_{j < nk} p[r][j] b_j for rows r < rows (a multiple of 8),
-/// b_j the packed row `first + j` of `b`; o's rows are `ostride` apart.
-static void apply(const struct job *J, const float p[RK_SROWS][RK_BK],
-                  const float *b, int64_t first, int64_t nk, int64_t rows,
-                  float *o, int64_t ostride) {
+/// Runs TILE over rows [0, rows) in tiles of ROWS and the rest one row at a
+/// time with ONE, on the columns at c.
+#define PV_ROWS(TILE, ROWS, ONE)                                               \
+  do {                                                                        \
+    int64_t r = 0;                                                            \
+    for (; r + ROWS <= rows; r += ROWS)                                       \
+      TILE(p + r * pr, pr, pj, brow + c, rs, nk, o + r * ostride + c,         \
+           ostride);                                                          \
+    for (; r < rows; ++r)                                                     \
+      ONE(p + r * pr, pr, pj, brow + c, rs, nk, o + r * ostride + c,          \
+          ostride);                                                           \
+  } while (0)
+
+/// o[r][:d] += sum_{j < nk} w(r, j) b_j for rows r < rows, b_j the packed
+/// row `first + j` of `b`, w(r, j) at p[r * pr + j * pj]; o's rows are
+/// `ostride` apart. Exactly `rows` rows of o are read and written.
+static void apply(const struct job *J, const float *p, int64_t pr,
+                  int64_t pj, const float *b, int64_t first, int64_t nk,
+                  int64_t rows, float *o, int64_t ostride) {
   const int64_t d = J->d, rs = J->rs;
   const float *brow = row_of(J, b, first);
   int64_t c = 0;
   for (; c + 4 * RK_VL <= d; c += 4 * RK_VL)
-    for (int64_t r = 0; r < rows; r += PV4_ROWS)
-      PV4(&p[r][0], brow + c, rs, nk, o + r * ostride + c, ostride);
+    PV_ROWS(PV4, PV4_ROWS, pv_1_4);
   for (; c + 2 * RK_VL <= d; c += 2 * RK_VL)
-    for (int64_t r = 0; r < rows; r += PV2_ROWS)
-      PV2(&p[r][0], brow + c, rs, nk, o + r * ostride + c, ostride);
+    PV_ROWS(PV2, PV2_ROWS, pv_1_2);
   for (; c + RK_VL <= d; c += RK_VL)
-    for (int64_t r = 0; r < rows; r += 8)
-      pv_8_1(&p[r][0], brow + c, rs, nk, o + r * ostride + c, ostride);
+    PV_ROWS(pv_8_1, 8, pv_1_1);
   for (; c < d; ++c)
     for (int64_t r = 0; r < rows; ++r) {
       float a = o[r * ostride + c];
       for (int64_t j = 0; j < nk; ++j)
-        a += p[r][j] * brow[j * rs + c];
+        a += p[r * pr + j * pj] * brow[j * rs + c];
       o[r * ostride + c] = a;
     }
+}
+
+/// apply() with the weights of a row-major block [RK_SROWS][RK_BK].
+static inline void apply_rows(const struct job *J,
+                              const float p[RK_SROWS][RK_BK], const float *b,
+                              int64_t first, int64_t nk, int64_t rows,
+                              float *o, int64_t ostride) {
+  apply(J, &p[0][0], RK_BK, 1, b, first, nk, rows, o, ostride);
 }
 
 static inline int64_t round_up(int64_t x, int64_t m) {
@@ -390,8 +411,8 @@ static void forward(const struct job *J, int64_t item, int64_t start,
         for (int64_t c = 0; c < d; ++c)
           o[r][c] *= alpha;
     }
-    apply(J, (const float(*)[RK_BK])s, J->v, start + j0, nk, rows, &o[0][0],
-          RK_MAX_D);
+    apply_rows(J, (const float(*)[RK_BK])s, J->v, start + j0, nk, m, &o[0][0],
+               RK_MAX_D);
   }
   for (int64_t r = 0; r < m; ++r) {
     float total = hsum(sum[r]), inv = 1.0f / total;
@@ -403,114 +424,81 @@ static void forward(const struct job *J, int64_t item, int64_t start,
   }
 }
 
-/// dQ of query rows [i0, i1) of an item: per block of keys, the weights P
-/// from the lse, dP = dO Vᵀ, dS = P o (kept dP - D), dQ += scale dS K.
-static void grad_query(const struct job *J, int64_t item, int64_t start,
-                       int64_t len, int64_t i0, int64_t i1) {
-  float s[RK_SROWS][RK_BK] __attribute__((aligned(64)));
-  float dp[RK_SROWS][RK_BK] __attribute__((aligned(64)));
-  float dq[RK_BQ][RK_MAX_BWD_D] __attribute__((aligned(64)));
-  const int64_t m = i1 - i0, d = J->d;
-  const int64_t rows = round_up(m, 8);
-  const int64_t tiles = round_up(m, RK_QK_ROWS) / RK_QK_ROWS;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < d; ++c)
-      dq[r][c] = 0.0f;
-  const float *lse = J->lset + J->h * J->ts, *dd = J->dt + J->h * J->ts;
-  const int64_t kend = J->causal ? i1 : len;
-  for (int64_t j0 = 0; j0 < kend; j0 += RK_BK) {
-    const int64_t nk = min64(kend - j0, RK_BK);
-    const int nv = (int)((nk + RK_VL - 1) / RK_VL);
-    products(J, J->q, start + i0, m - 1, tiles, column(J, J->kt, start + j0),
-             nv, J->scale2, s);
-    products(J, J->dout, start + i0, m - 1, tiles,
-             column(J, J->vt, start + j0), nv, 1.0f, dp);
-    for (int64_t r = 0; r < m; ++r) {
-      const int64_t limit = J->causal ? min64(nk, i0 + r + 1 - j0) : nk;
-      const float l2 = lse[start + i0 + r] * LOG2E, dr = dd[start + i0 + r];
-      const uint32_t base = HASH_ITEM * (uint32_t)item +
-                            HASH_HEAD * (uint32_t)J->h +
-                            HASH_QUERY * (uint32_t)(i0 + r);
-      for (int jv = 0; jv < nv; ++jv) {
-        vf p = exp2v(load(&s[r][jv * RK_VL]) - l2);
-        if (limit < nv * RK_VL)
-          p = (vf)((vi)p & below(jv, limit));
-        vf g = load(&dp[r][jv * RK_VL]);
-        if (J->dropout)
-          g *= kept(J, base, HASH_KEY, j0 + jv * RK_VL);
-        store(&s[r][jv * RK_VL], p * (g - dr));
-      }
-    }
-    apply(J, (const float(*)[RK_BK])s, J->k, start + j0, nk, rows, &dq[0][0],
-          RK_MAX_BWD_D);
-  }
-  for (int64_t r = 0; r < m; ++r) {
-    float *dst = J->dq + (start + i0 + r) * J->rs + J->h * d;
-    for (int64_t c = 0; c < d; ++c)
-      dst[c] = dq[r][c] * J->scale;
-  }
-}
-
-/// dK and dV of key rows [j0, j1) of an item: per block of queries, the
-/// transposed weights Pᵀ from the lse, dPᵀ = V dOᵀ, dV += (kept Pᵀ) dO,
-/// dSᵀ = Pᵀ o (kept dPᵀ - D), dK += scale dSᵀ Q.
-static void grad_key_value(const struct job *J, int64_t item, int64_t start,
-                           int64_t len, int64_t j0, int64_t j1) {
+/// The gradients of item `item` (packed rows [start, start + len)) at head
+/// J->h, from the lse: per block of RK_BQ key rows (outer) and block of
+/// RK_BK query rows (inner), the transposed weights Pᵀ, dPᵀ = V dOᵀ and dSᵀ
+/// = Pᵀ o (kept dPᵀ - D); dV += (kept Pᵀ) dO and dK += dSᵀ Q for the key
+/// block, dQ += dS K straight into dq, whose rows of this item and head
+/// this unit owns (no atomics, and five products per pair of blocks, as
+/// FlashAttention-2's backward).
+static void backward(const struct job *J, int64_t item, int64_t start,
+                     int64_t len) {
   float s[RK_SROWS][RK_BK] __attribute__((aligned(64)));
   float dp[RK_SROWS][RK_BK] __attribute__((aligned(64)));
   float dk[RK_BQ][RK_MAX_BWD_D] __attribute__((aligned(64)));
   float dv[RK_BQ][RK_MAX_BWD_D] __attribute__((aligned(64)));
-  const int64_t m = j1 - j0, d = J->d;
-  const int64_t rows = round_up(m, 8);
-  const int64_t tiles = round_up(m, RK_QK_ROWS) / RK_QK_ROWS;
-  for (int64_t r = 0; r < rows; ++r)
+  const int64_t d = J->d, rs = J->rs;
+  float *dq = J->dq + start * rs + J->h * d;
+  for (int64_t r = 0; r < len; ++r)
     for (int64_t c = 0; c < d; ++c)
-      dk[r][c] = dv[r][c] = 0.0f;
+      dq[r * rs + c] = 0.0f;
   const float *lse = J->lset + J->h * J->ts, *dd = J->dt + J->h * J->ts;
-  // Causal: key j is seen by queries j and after.
-  for (int64_t i0 = J->causal ? j0 : 0; i0 < len; i0 += RK_BK) {
-    const int64_t nq = min64(len - i0, RK_BK);
-    const int nv = (int)((nq + RK_VL - 1) / RK_VL);
-    products(J, J->k, start + j0, m - 1, tiles, column(J, J->qt, start + i0),
-             nv, J->scale2, s);
-    products(J, J->v, start + j0, m - 1, tiles,
-             column(J, J->dot, start + i0), nv, 1.0f, dp);
-    vf l2[RK_NV], dr[RK_NV];
-    for (int iv = 0; iv < nv; ++iv) {
-      l2[iv] = load(lse + start + i0 + iv * RK_VL) * LOG2E;
-      dr[iv] = load(dd + start + i0 + iv * RK_VL);
+  for (int64_t j0 = 0; j0 < len; j0 += RK_BQ) {
+    const int64_t m = min64(len - j0, RK_BQ);
+    const int64_t tiles = round_up(m, RK_QK_ROWS) / RK_QK_ROWS;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < d; ++c)
+        dk[r][c] = dv[r][c] = 0.0f;
+    // Causal: key j is seen by queries j and after.
+    for (int64_t i0 = J->causal ? j0 : 0; i0 < len; i0 += RK_BK) {
+      const int64_t nq = min64(len - i0, RK_BK);
+      const int nv = (int)((nq + RK_VL - 1) / RK_VL);
+      products(J, J->k, start + j0, m - 1, tiles,
+               column(J, J->qt, start + i0), nv, J->scale2, s);
+      products(J, J->v, start + j0, m - 1, tiles,
+               column(J, J->dot, start + i0), nv, 1.0f, dp);
+      vf l2[RK_NV], dr[RK_NV];
+      for (int iv = 0; iv < nv; ++iv) {
+        l2[iv] = load(lse + start + i0 + iv * RK_VL) * LOG2E;
+        dr[iv] = load(dd + start + i0 + iv * RK_VL);
+      }
+      for (int64_t r = 0; r < m; ++r) {
+        const int64_t j = j0 + r;
+        const uint32_t base = HASH_ITEM * (uint32_t)item +
+                              HASH_HEAD * (uint32_t)J->h +
+                              HASH_KEY * (uint32_t)j;
+        for (int iv = 0; iv < nv; ++iv) {
+          vf p = exp2v(load(&s[r][iv * RK_VL]) - l2[iv]);
+          vi valid = below(iv, nq);
+          if (J->causal) // query i0 + lane >= key j
+            valid &= (iota() + (int32_t)(i0 + iv * RK_VL)) >= (int32_t)j;
+          p = (vf)((vi)p & valid);
+          vf g = load(&dp[r][iv * RK_VL]), f = splat(1.0f);
+          if (J->dropout)
+            f = kept(J, base, HASH_QUERY, i0 + iv * RK_VL);
+          store(&s[r][iv * RK_VL], p * f);
+          store(&dp[r][iv * RK_VL], p * (g * f - dr[iv]));
+        }
+      }
+      apply_rows(J, (const float(*)[RK_BK])s, J->dout, start + i0, nq, m,
+                 &dv[0][0], RK_MAX_BWD_D);
+      apply_rows(J, (const float(*)[RK_BK])dp, J->q, start + i0, nq, m,
+                 &dk[0][0], RK_MAX_BWD_D);
+      // dQ rows i0 .. i0 + nq: dS is dSᵀ read transposed.
+      apply(J, &dp[0][0], 1, RK_BK, J->k, start + j0, m, nq, dq + i0 * rs, rs);
     }
     for (int64_t r = 0; r < m; ++r) {
-      const int64_t j = j0 + r;
-      const uint32_t base = HASH_ITEM * (uint32_t)item +
-                            HASH_HEAD * (uint32_t)J->h +
-                            HASH_KEY * (uint32_t)j;
-      for (int iv = 0; iv < nv; ++iv) {
-        vf p = exp2v(load(&s[r][iv * RK_VL]) - l2[iv]);
-        vi valid = below(iv, nq);
-        if (J->causal) // query i0 + lane >= key j
-          valid &= (iota() + (int32_t)(i0 + iv * RK_VL)) >= (int32_t)j;
-        p = (vf)((vi)p & valid);
-        vf g = load(&dp[r][iv * RK_VL]), f = splat(1.0f);
-        if (J->dropout)
-          f = kept(J, base, HASH_QUERY, i0 + iv * RK_VL);
-        store(&s[r][iv * RK_VL], p * f);
-        store(&dp[r][iv * RK_VL], p * (g * f - dr[iv]));
+      float *kd = J->dk + (start + j0 + r) * rs + J->h * d;
+      float *vd = J->dv + (start + j0 + r) * rs + J->h * d;
+      for (int64_t c = 0; c < d; ++c) {
+        kd[c] = dk[r][c] * J->scale;
+        vd[c] = dv[r][c];
       }
     }
-    apply(J, (const float(*)[RK_BK])s, J->dout, start + i0, nq, rows,
-          &dv[0][0], RK_MAX_BWD_D);
-    apply(J, (const float(*)[RK_BK])dp, J->q, start + i0, nq, rows, &dk[0][0],
-          RK_MAX_BWD_D);
   }
-  for (int64_t r = 0; r < m; ++r) {
-    float *kd = J->dk + (start + j0 + r) * J->rs + J->h * d;
-    float *vd = J->dv + (start + j0 + r) * J->rs + J->h * d;
-    for (int64_t c = 0; c < d; ++c) {
-      kd[c] = dk[r][c] * J->scale;
-      vd[c] = dv[r][c];
-    }
-  }
+  for (int64_t r = 0; r < len; ++r)
+    for (int64_t c = 0; c < d; ++c)
+      dq[r * rs + c] *= J->scale;
 }
 
 /// The first item whose rows reach past `row`.
@@ -576,29 +564,17 @@ void ragged_attention_block(const float *q, const float *kt, const float *v,
   run_block(&J, forward, offsets, items, rows, block);
 }
 
-void ragged_attention_dq_block(const float *q, const float *k,
-                               const float *kt, const float *vt,
-                               const float *dout, const float *lset,
+/// The gradients of item `item` at head h (one workgroup).
+void ragged_attention_bwd_unit(const float *q, const float *k, const float *v,
+                               const float *qt, const float *dout,
+                               const float *dot, const float *lset,
                                const float *dt, const int64_t *offsets,
-                               int64_t items, const int64_t *seed, float *dq,
-                               SCALARS) {
-  struct job J = make_job(seed, FORWARD_SCALARS);
-  J.q = q, J.k = k, J.kt = kt, J.vt = vt, J.dout = dout, J.lset = lset,
-  J.dt = dt, J.dq = dq;
-  run_block(&J, grad_query, offsets, items, rows, block);
-}
-
-void ragged_attention_dkv_block(const float *q, const float *k,
-                                const float *v, const float *qt,
-                                const float *dout, const float *dot,
-                                const float *lset, const float *dt,
-                                const int64_t *offsets, int64_t items,
-                                const int64_t *seed, float *dk, float *dv,
-                                SCALARS) {
+                               const int64_t *seed, float *dq, float *dk,
+                               float *dv, SCALARS) {
   struct job J = make_job(seed, FORWARD_SCALARS);
   J.q = q, J.k = k, J.v = v, J.qt = qt, J.dout = dout, J.dot = dot,
-  J.lset = lset, J.dt = dt, J.dk = dk, J.dv = dv;
-  run_block(&J, grad_key_value, offsets, items, rows, block);
+  J.lset = lset, J.dt = dt, J.dq = dq, J.dk = dk, J.dv = dv;
+  backward(&J, block, offsets[block], offsets[block + 1] - offsets[block]);
 }
 
 /// The entry points IREE calls (hal.import.static): each memref<?xT>
@@ -629,27 +605,16 @@ void ragged_attention_fwd(MEMREF(const float, q), MEMREF(const float, kt),
                                    FORWARD_SCALARS));
 }
 
-void ragged_attention_dq(MEMREF(const float, q), MEMREF(const float, k),
-                         MEMREF(const float, kt), MEMREF(const float, vt),
-                         MEMREF(const float, dout), MEMREF(const float, lset),
-                         MEMREF(const float, dt),
-                         MEMREF(const int64_t, offsets),
-                         MEMREF(const int64_t, seed), MEMREF(float, dq),
-                         WORKGROUP_SCALARS) {
-  EACH_HEAD(ragged_attention_dq_block(
-      AT(q), AT(k), AT(kt), AT(vt), AT(dout), AT(lset), AT(dt), AT(offsets),
-      ITEMS(offsets), AT(seed), AT(dq), FORWARD_SCALARS));
-}
-
-void ragged_attention_dkv(MEMREF(const float, q), MEMREF(const float, k),
+/// The gradients: one workgroup per item and head (x: the item, y: the
+/// head).
+void ragged_attention_bwd(MEMREF(const float, q), MEMREF(const float, k),
                           MEMREF(const float, v), MEMREF(const float, qt),
                           MEMREF(const float, dout), MEMREF(const float, dot),
                           MEMREF(const float, lset), MEMREF(const float, dt),
                           MEMREF(const int64_t, offsets),
-                          MEMREF(const int64_t, seed), MEMREF(float, dk),
-                          MEMREF(float, dv), WORKGROUP_SCALARS) {
-  EACH_HEAD(ragged_attention_dkv_block(
-      AT(q), AT(k), AT(v), AT(qt), AT(dout), AT(dot), AT(lset), AT(dt),
-      AT(offsets), ITEMS(offsets), AT(seed), AT(dk), AT(dv),
-      FORWARD_SCALARS));
+                          MEMREF(const int64_t, seed), MEMREF(float, dq),
+                          MEMREF(float, dk), MEMREF(float, dv), SCALARS) {
+  ragged_attention_bwd_unit(AT(q), AT(k), AT(v), AT(qt), AT(dout), AT(dot),
+                            AT(lset), AT(dt), AT(offsets), AT(seed), AT(dq),
+                            AT(dk), AT(dv), FORWARD_SCALARS);
 }

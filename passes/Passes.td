@@ -69,11 +69,11 @@ def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
     of 32 query rows and head, keys streamed in blocks of 64 with an online
     softmax, so each item costs its own `L(b)^2` with no bucket padding.
     Causal masks, dropout (the op's hash) and the lse result are the
-    kernel's. Each `ragged.attention_grad` (`d` of at most 128) becomes two
-    dispatches: `attention_dq` (one workgroup per 32 query rows and head)
-    and `attention_dkv` (per 32 key rows and head), which recompute the
-    weights from the lse block by block; without the forward's output and
-    lse, an `attention_fwd` dispatch computes them first. Operands read
+    kernel's. Each `ragged.attention_grad` (`d` of at most 128) becomes one
+    dispatch of `attention_bwd` (one workgroup per item and head), which
+    recomputes the weights from the lse block by block and writes dQ, dK
+    and dV; without the forward's output and lse, an `attention_fwd`
+    dispatch computes them first. Operands read
     across a block of rows are laid out transposed, `[H, d, stride]`
     (`linalg.transpose`, `tensor.pad`; the stride at least `rows + 64`).
 

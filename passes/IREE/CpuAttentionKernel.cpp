@@ -2,9 +2,10 @@
 //
 // f32 ragged.attention and ragged.attention_grad on CPU targets run as
 // custom IREE dispatches of our kernel library (kernels/attention.c): the
-// kernels read the packed rows and the offsets directly, one workgroup per
-// block of 32 packed rows (all heads), so every item costs its own L(b)^2 and
-// no bucket schedule is built. A dispatch is a `flow.dispatch` of the
+// kernels read the packed rows and the offsets directly (the forward: one
+// workgroup per block of 32 packed rows, all heads; the gradients: one per
+// item and head), so every item costs its own L(b)^2 and no bucket schedule
+// is built. A dispatch is a `flow.dispatch` of the
 // `stream.executable` @ragged_kernels, whose functions call the kernels
 // (`hal.import.static`) and whose object file IREE links into the
 // executable; both are built by name (IREE's dialects are not linked here),
@@ -64,11 +65,15 @@ enum class Extent {
 };
 
 /// One export of the kernel library: its C symbol and buffers (inputs, then
-/// results). Every export then takes the same scalars.
+/// results). Every export then takes the same scalars. Its workgroups are
+/// blocks of 32 packed rows (the workload: rows, heads; each takes every
+/// head), or with `perItem` one per item and head (the workload: items,
+/// heads).
 struct KernelExport {
   StringLiteral name, symbol;
   SmallVector<Extent> buffers;
   unsigned results;
+  bool perItem = false;
 };
 
 /// The exports, in the order `kernels/attention.c` defines them.
@@ -80,24 +85,19 @@ SmallVector<KernelExport> kernelExports() {
        {E::Rows, E::Transposed, E::Rows, E::Offsets, E::Seed, E::Rows,
         E::RowStats},
        2},
-      {"attention_dq",
-       "ragged_attention_dq",
-       {E::Rows, E::Rows, E::Transposed, E::Transposed, E::Rows, E::Stats,
-        E::Stats, E::Offsets, E::Seed, E::Rows},
-       1},
-      {"attention_dkv",
-       "ragged_attention_dkv",
+      {"attention_bwd",
+       "ragged_attention_bwd",
        {E::Rows, E::Rows, E::Rows, E::Transposed, E::Rows, E::Transposed,
-        E::Stats, E::Stats, E::Offsets, E::Seed, E::Rows, E::Rows},
-       2},
+        E::Stats, E::Stats, E::Offsets, E::Seed, E::Rows, E::Rows, E::Rows},
+       3,
+       /*perItem=*/true},
   };
 }
 
-/// The dispatch scalars after the buffers: rows, heads, d, stride, items +
-/// 1, seed size (index), scale (f32), causal, dropout (index), threshold
-/// (i32), keep (f32). The kernels take them but for the two sizes, then the
-/// workgroup's x.
-constexpr unsigned kScalars = 11;
+// The dispatch scalars after the buffers: rows, heads, d, stride, items +
+// 1, seed size (index), scale (f32), causal, dropout (index), threshold
+// (i32), keep (f32). The kernels take them but for the two sizes, then the
+// workgroup's x (and y, per item).
 
 Operation *createByName(OpBuilder &b, Location loc, StringRef name,
                         ValueRange operands, TypeRange types,
@@ -112,10 +112,8 @@ Operation *createByName(OpBuilder &b, Location loc, StringRef name,
   return b.create(state);
 }
 
-/// Adds export `e` (its workgroups: (ceil(rows / 32), 1, 1); each takes
-/// every head) to the
-/// executable body at `b`'s insertion point, and its function and kernel
-/// declaration to `inner`.
+/// Adds export `e` to the executable body at `b`'s insertion point, and its
+/// function and kernel declaration to `inner`.
 void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
                  const KernelExport &e) {
   MLIRContext *ctx = b.getContext();
@@ -130,10 +128,15 @@ void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
     OpBuilder::InsertionGuard g(b);
     Block *wg =
         b.createBlock(&exp->getRegion(0), {}, {index, index}, {loc, loc});
-    Value x = arith::CeilDivUIOp::create(b, loc, wg->getArgument(0),
-                                         constIndex(b, loc, kBlockRows));
     Value one = constIndex(b, loc, 1);
-    createByName(b, loc, "stream.return", {x, one, one}, {});
+    if (e.perItem) {
+      createByName(b, loc, "stream.return",
+                   {wg->getArgument(0), wg->getArgument(1), one}, {});
+    } else {
+      Value x = arith::CeilDivUIOp::create(b, loc, wg->getArgument(0),
+                                           constIndex(b, loc, kBlockRows));
+      createByName(b, loc, "stream.return", {x, one, one}, {});
+    }
   }
 
   OpBuilder::InsertionGuard guard(b);
@@ -148,6 +151,8 @@ void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
     kernelArgs.push_back(isIndex(x) ? i64Rows : f32Rows);
   kernelArgs.append(
       {index, index, index, index, f32, index, index, i32, f32, index});
+  if (e.perItem)
+    kernelArgs.push_back(index);
   auto kernel =
       func::FuncOp::create(b, loc, e.symbol, b.getFunctionType(kernelArgs, {}));
   kernel.setPrivate();
@@ -181,10 +186,11 @@ void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
                            ->getResult(0));
   for (unsigned i : {0, 1, 2, 3, 6, 7, 8, 9, 10})
     callArgs.push_back(arg(n + i));
-  callArgs.push_back(
-      createByName(b, loc, "stream.dispatch.workgroup.id", {}, index,
-                   {b.getNamedAttr("dimension", b.getIndexAttr(0))})
-          ->getResult(0));
+  for (int64_t dim = 0; dim < (e.perItem ? 2 : 1); ++dim)
+    callArgs.push_back(
+        createByName(b, loc, "stream.dispatch.workgroup.id", {}, index,
+                     {b.getNamedAttr("dimension", b.getIndexAttr(dim))})
+            ->getResult(0));
   func::CallOp::create(b, loc, kernel, callArgs);
   func::ReturnOp::create(b, loc);
 }
@@ -304,7 +310,8 @@ struct Dispatches {
   /// leading dim.
   Operation *dispatch(OpBuilder &b, Location loc, StringRef name,
                       SmallVector<Value> buffers,
-                      ArrayRef<RankedTensorType> resultTypes) const {
+                      ArrayRef<RankedTensorType> resultTypes,
+                      bool perItem = false) const {
     MLIRContext *ctx = b.getContext();
     buffers.append({offsets, seed});
     SmallVector<Value> operands(buffers);
@@ -317,6 +324,9 @@ struct Dispatches {
         if (t.isDynamicDim(i))
           resultDims.push_back(i == 0 ? rows : i == 1 ? heads : d);
     SmallVector<Value> all{rows, heads};
+    if (perItem)
+      all.front() =
+          arith::SubIOp::create(b, loc, scalars[4], constIndex(b, loc, 1));
     llvm::append_range(all, operands);
     llvm::append_range(all, argDims);
     llvm::append_range(all, resultDims);
@@ -463,9 +473,8 @@ struct AttentionOnKernel : OpRewritePattern<AttentionOp> {
   }
 };
 
-/// ragged.attention_grad as dispatches of `attention_dq` and
-/// `attention_dkv` (after `attention_fwd` where the forward's output or lse
-/// is not given).
+/// ragged.attention_grad as a dispatch of `attention_bwd` (after
+/// `attention_fwd` where the forward's output or lse is not given).
 struct AttentionGradOnKernel : OpRewritePattern<AttentionGradOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -496,19 +505,16 @@ struct AttentionGradOnKernel : OpRewritePattern<AttentionGradOp> {
     }
     Value lseT = x.transposed(rewriter, loc, lse);
     Value dots = x.rowDots(rewriter, loc, g, out);
-    Operation *dq = x.dispatch(rewriter, loc, "attention_dq",
-                               {q, k, x.transposed(rewriter, loc, k),
-                                x.transposed(rewriter, loc, v), g, lseT, dots},
-                               {valuesType});
-    Operation *dkv = x.dispatch(rewriter, loc, "attention_dkv",
+    Operation *bwd = x.dispatch(rewriter, loc, "attention_bwd",
                                 {q, k, v, x.transposed(rewriter, loc, q), g,
                                  x.transposed(rewriter, loc, g), lseT, dots},
-                                {valuesType, valuesType});
+                                {valuesType, valuesType, valuesType},
+                                /*perItem=*/true);
     auto pack = [&](Value rows) {
       return PackOp::create(rewriter, loc, type, rows, x.offsets).getResult();
     };
-    rewriter.replaceOp(op, {pack(dq->getResult(0)), pack(dkv->getResult(0)),
-                            pack(dkv->getResult(1))});
+    rewriter.replaceOp(op, {pack(bwd->getResult(0)), pack(bwd->getResult(1)),
+                            pack(bwd->getResult(2))});
     return success();
   }
 };

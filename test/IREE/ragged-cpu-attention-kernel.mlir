@@ -13,19 +13,20 @@
 // CHECK:     %[[X:.+]] = arith.ceildivui %[[ROWS]], %c32
 // CHECK:     "stream.return"(%[[X]], %c1, %c1)
 // CHECK:   }) {function_ref = @attention_fwd, sym_name = "attention_fwd", sym_visibility = "public"}
+// The gradients' export has a workgroup per item and head.
 // CHECK:   "stream.executable.export"() ({
-// CHECK:   }) {function_ref = @attention_dq, sym_name = "attention_dq", sym_visibility = "public"}
-// CHECK:   "stream.executable.export"() ({
-// CHECK:   }) {function_ref = @attention_dkv, sym_name = "attention_dkv", sym_visibility = "public"}
+// CHECK:   ^bb0(%[[ITEMS:.+]]: index, %[[H:.+]]: index):
+// CHECK:     "stream.return"(%[[ITEMS]], %[[H]], %c1{{.*}})
+// CHECK:   }) {function_ref = @attention_bwd, sym_name = "attention_bwd", sym_visibility = "public"}
 // CHECK:   func.func private @ragged_attention_fwd(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index) attributes {hal.import.static}
 // CHECK:   func.func @attention_fwd(%{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding,
 // CHECK-COUNT-7: "stream.binding.subspan"
 // CHECK:     "stream.dispatch.workgroup.id"() {dimension = 0 : index}
 // CHECK:     call @ragged_attention_fwd(
-// CHECK:   func.func private @ragged_attention_dq(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index) attributes {hal.import.static}
-// CHECK:     call @ragged_attention_dq(
-// CHECK:   func.func private @ragged_attention_dkv(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index) attributes {hal.import.static}
-// CHECK:     call @ragged_attention_dkv(
+// CHECK:   func.func private @ragged_attention_bwd(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index, index) attributes {hal.import.static}
+// CHECK:     "stream.dispatch.workgroup.id"() {dimension = 0 : index}
+// CHECK:     "stream.dispatch.workgroup.id"() {dimension = 1 : index}
+// CHECK:     call @ragged_attention_bwd(
 // CHECK: hal.executable.objects = #hal.executable.objects<{#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64"> = [#hal.executable.object<{path = "ragged_kernels_x86_64_v3.o"}>]}>, sym_name = "ragged_kernels"
 // CHECK-NOT: "stream.executable"
 
@@ -76,10 +77,10 @@ func.func @left_alone(%a: !ragged.tensor<?, [L], 2, 4, f64>, %b: !ragged.tensor<
 }
 
 // The gradient from the forward's output and lse: the lse ([H, stride]) and
-// rowsum(dO o O) per row and head laid out like the statistics the kernels
-// read; dQ from attention_dq (q, k, transposed k and v, dO, the two
-// statistics), dK and dV from attention_dkv (q, k, v, transposed q, dO,
-// transposed dO, the statistics).
+// rowsum(dO o O) per row and head laid out like the statistics the kernel
+// reads; dQ, dK and dV from one dispatch of attention_bwd (q, k, v,
+// transposed q, dO, transposed dO, the statistics) whose workload is the
+// items (offsets' size - 1) and the heads.
 // CHECK-LABEL: func.func @grad_saved
 // CHECK-DAG: %[[Q:.+]] = ragged.values %arg0
 // CHECK-DAG: %[[K:.+]] = ragged.values %arg1
@@ -92,15 +93,13 @@ func.func @left_alone(%a: !ragged.tensor<?, [L], 2, 4, f64>, %b: !ragged.tensor<
 // CHECK: %[[LSEP:.+]] = tensor.pad %[[LSET]]
 // CHECK: %[[DOTS:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[G]], %[[O]] : tensor<?x2x4xf32>, tensor<?x2x4xf32>) outs(%{{.+}} : tensor<2x?xf32>)
 // CHECK: %[[DOTSP:.+]] = tensor.pad %[[DOTS]]
-// CHECK: %[[KT:.+]] = tensor.pad
-// CHECK: %[[VT:.+]] = tensor.pad
-// CHECK: %[[DQ:.+]] = "flow.dispatch"(%{{.+}}, %{{.+}}, %[[Q]], %[[K]], %[[KT]], %[[VT]], %[[G]], %[[LSEP]], %[[DOTSP]], {{.*}}) {entry_points = [@ragged_kernels::@attention_dq]
 // CHECK: %[[QT:.+]] = tensor.pad
 // CHECK: %[[GT:.+]] = tensor.pad
-// CHECK: %[[DKV:.+]]:2 = "flow.dispatch"(%{{.+}}, %{{.+}}, %[[Q]], %[[K]], %[[V]], %[[QT]], %[[G]], %[[GT]], %[[LSEP]], %[[DOTSP]], {{.*}}) {entry_points = [@ragged_kernels::@attention_dkv]
-// CHECK: %[[RQ:.+]] = ragged.pack %[[DQ]]
-// CHECK: %[[RK:.+]] = ragged.pack %[[DKV]]#0
-// CHECK: %[[RV:.+]] = ragged.pack %[[DKV]]#1
+// CHECK: %[[ITEMS:.+]] = arith.subi %{{.+}}, %c1
+// CHECK: %[[BWD:.+]]:3 = "flow.dispatch"(%[[ITEMS]], %{{.+}}, %[[Q]], %[[K]], %[[V]], %[[QT]], %[[G]], %[[GT]], %[[LSEP]], %[[DOTSP]], {{.*}}) {entry_points = [@ragged_kernels::@attention_bwd]
+// CHECK: %[[RQ:.+]] = ragged.pack %[[BWD]]#0
+// CHECK: %[[RK:.+]] = ragged.pack %[[BWD]]#1
+// CHECK: %[[RV:.+]] = ragged.pack %[[BWD]]#2
 // CHECK: return %[[RQ]], %[[RK]], %[[RV]]
 func.func @grad_saved(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>, %v: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [L], 2, 4, f32>, %o: !ragged.tensor<?, [L], 2, 4, f32>, %lse: !ragged.tensor<?, [L], 2, 1, f32>) -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>) {
   %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g output(%o : !ragged.tensor<?, [L], 2, 4, f32>) lse(%lse : !ragged.tensor<?, [L], 2, 1, f32>) {scale = 0.5 : f64, causal} : !ragged.tensor<?, [L], 2, 4, f32>
@@ -110,8 +109,7 @@ func.func @grad_saved(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<
 // Without the saved output and lse, a forward dispatch computes them first.
 // CHECK-LABEL: func.func @grad_recomputed
 // CHECK: "flow.dispatch"({{.*}}) {entry_points = [@ragged_kernels::@attention_fwd]
-// CHECK: "flow.dispatch"({{.*}}) {entry_points = [@ragged_kernels::@attention_dq]
-// CHECK: "flow.dispatch"({{.*}}) {entry_points = [@ragged_kernels::@attention_dkv]
+// CHECK: "flow.dispatch"({{.*}}) {entry_points = [@ragged_kernels::@attention_bwd]
 func.func @grad_recomputed(%q: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.tensor<?, [L], 2, 4, f32>) -> (!ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>) {
   %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %g {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
   return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>

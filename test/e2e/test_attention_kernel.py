@@ -189,7 +189,7 @@ GRAD_HEADS = ["h1d32", "h12d64", "h2d128", "h3d24"]
 @pytest.mark.parametrize("shape", GRAD_HEADS)
 @pytest.mark.parametrize("kind", sorted(GRADS))
 def test_gradients_match_fp64_per_item(kernel_module, rng, kind, shape, dist):
-    """dq, dk and dv from attention_dq and attention_dkv: recomputing the
+    """dq, dk and dv from attention_bwd: recomputing the
     forward ("plain") and from the forward's saved output and lse."""
     heads, d = HEADS[shape]
     fname, causal, _ = GRADS[kind]
@@ -203,8 +203,8 @@ def test_gradients_match_fp64_per_item(kernel_module, rng, kind, shape, dist):
 
 
 def test_gradients_with_dropout_and_one_long_item(kernel_module, rng):
-    """Dropout's kept weights in both gradient kernels (the key-major one
-    hashes a vector of queries), on one long item among short ones."""
+    """Dropout's kept weights in the gradient kernel (key-major: it hashes a
+    vector of queries per key), on one long item among short ones."""
     heads, d = HEADS["h3d24"]
     lengths = [5, 0, 700, 1, 33]
     qs, ks, vs = _items(rng, lengths, heads, d)
