@@ -33,6 +33,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from common import gemm_peak_gflops, log, machine_info, settled_call, setup  # noqa: E402
 from lengths import sample_lengths  # noqa: E402
+from workloads import flex_document_mask  # noqa: E402
 
 import ragged_mlir  # noqa: E402
 from ragged_mlir import CompileOptions, RaggedArray  # noqa: E402
@@ -65,26 +66,16 @@ func.func @grad(%q: {t}, %k: {t}, %v: {t}, %g: {t}, %o: {t}, %lse: {s}) -> ({t},
 }}"""
 
 
-def _flex(lengths, d: int, causal: bool):
+def _flex(lengths, causal: bool):
     """FlexAttention on packed tokens [1, H, N, d] with a document mask
-    built once per batch (create_block_mask), compiled; None (and why)
-    where it cannot run here."""
+    built once per batch (workloads.flex_document_mask), compiled; None (and
+    why) where it cannot run here."""
     try:
-        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    except ImportError as e:
-        return None, f"no flex_attention: {e}"
-    doc = torch.repeat_interleave(torch.arange(len(lengths)), torch.as_tensor(lengths))
-    n = int(doc.numel())
-    pos = torch.arange(n) - torch.repeat_interleave(
-        torch.as_tensor(np.concatenate([[0], np.cumsum(lengths)[:-1]])), torch.as_tensor(lengths)
-    )
+        block = flex_document_mask(lengths, causal)
+        if isinstance(block, str):
+            return None, block
+        from torch.nn.attention.flex_attention import flex_attention
 
-    def mask(b, h, q_idx, kv_idx):
-        same = doc[q_idx] == doc[kv_idx]
-        return same & (pos[kv_idx] <= pos[q_idx]) if causal else same
-
-    try:
-        block = create_block_mask(mask, None, None, n, n, device="cpu")
         fn = torch.compile(flex_attention, dynamic=False)
         return (lambda q, k, v: fn(q, k, v, block_mask=block)), None
     except Exception as e:  # noqa: BLE001 (a peer that cannot run is reported, not fatal)
@@ -194,7 +185,7 @@ def run_case(
     packed = [
         torch.from_numpy(np.concatenate(t)).transpose(0, 1)[None].contiguous() for t in items
     ]  # [1, H, N, d]
-    flex, flex_why = _flex(lengths, d, causal)
+    flex, flex_why = _flex(lengths, causal)
 
     variants = {
         "kernel": lambda: kernel.att(*arrays),

@@ -24,7 +24,7 @@
 // rows + RK_BK: the tail is read as padding and never used; a stride off
 // multiples of 4 KiB keeps a block's d rows out of each other's cache sets):
 //   q, k, v, dout, out, dq, dk, dv   [rows, heads, d]  packed rows
-//   qt, kt, vt, dot                  [heads, d, ts]    transposed
+//   qt, kt, dot                      [heads, d, ts]    transposed
 //   lse                              [rows, heads]     log-sum-exp of each
 //                                                      row's scaled logits
 //   lset, dt                         [heads, ts]       lse and D transposed
@@ -52,15 +52,13 @@ typedef uint32_t vu __attribute__((vector_size(RK_VL * 4)));
 #if RK_VL == 16
 #define RK_QK_ROWS 4 // scores tile: rows x vectors of keys
 #define RK_QK_VECS 4
-#define RK_PV_ACC 16 // output tile: accumulators (rows x vectors of d)
 #else
 #define RK_QK_ROWS 4
 #define RK_QK_VECS 2
-#define RK_PV_ACC 12
 #endif
 #define RK_NV (RK_BK / RK_VL)
-// Rows of a block's products: RK_BQ, and past it the last tile's padding.
-#define RK_SROWS RK_BQ
+// A block's products fill whole tiles of RK_QK_ROWS rows within RK_BQ.
+_Static_assert(RK_BQ % RK_QK_ROWS == 0, "score tiles must divide RK_BQ");
 
 static inline vf load(const float *p) { return *(const vf_u *)p; }
 static inline void store(float *p, vf x) { *(vf_u *)p = x; }
@@ -149,7 +147,7 @@ static inline vu mix(vu x) {
 /// [heads, ts] (ts: their row stride, past rows + RK_BK).
 struct job {
   const float *q, *k, *v, *dout;   // packed rows
-  const float *qt, *kt, *vt, *dot; // transposed
+  const float *qt, *kt, *dot;      // transposed
   const float *lset, *dt;          // lse and rowsum(dO o O), [heads, ts]
   float *out, *lse, *dq, *dk, *dv; // results ([rows, heads] for lse)
   int64_t heads, d, rs, ts, h;
@@ -196,7 +194,7 @@ static inline const float *row_of(const struct job *J, const float *x,
 #define QK_TILE(NAME, VECS)                                                    \
   static inline void NAME(const struct job *J, const float *ar[],            \
                                const float *bt, int jv, int64_t t,            \
-                               float scale, float s[RK_SROWS][RK_BK]) {       \
+                               float scale, float s[RK_BQ][RK_BK]) {       \
     vf acc[RK_QK_ROWS][VECS];                                                 \
     for (int r = 0; r < RK_QK_ROWS; ++r)                                      \
       for (int k = 0; k < VECS; ++k)                                          \
@@ -225,7 +223,7 @@ QK_TILE(qk_1, 1)
 /// short item pays for its keys, not for RK_BK.
 static void products(const struct job *J, const float *a, int64_t first,
                      int64_t last, int64_t tiles, const float *bt, int nv,
-                     float scale, float s[RK_SROWS][RK_BK]) {
+                     float scale, float s[RK_BQ][RK_BK]) {
   for (int64_t t = 0; t < tiles; ++t) {
     const float *ar[RK_QK_ROWS];
     for (int r = 0; r < RK_QK_ROWS; ++r) {
@@ -324,9 +322,9 @@ static void apply(const struct job *J, const float *p, int64_t pr,
     }
 }
 
-/// apply() with the weights of a row-major block [RK_SROWS][RK_BK].
+/// apply() with the weights of a row-major block [RK_BQ][RK_BK].
 static inline void apply_rows(const struct job *J,
-                              const float p[RK_SROWS][RK_BK], const float *b,
+                              const float p[RK_BQ][RK_BK], const float *b,
                               int64_t first, int64_t nk, int64_t rows,
                               float *o, int64_t ostride) {
   apply(J, &p[0][0], RK_BK, 1, b, first, nk, rows, o, ostride);
@@ -347,18 +345,17 @@ static inline vi below(int jv, int64_t limit) {
 /// start + len)): online softmax over blocks of RK_BK keys.
 static void forward(const struct job *J, int64_t item, int64_t start,
                     int64_t len, int64_t i0, int64_t i1) {
-  float s[RK_SROWS][RK_BK] __attribute__((aligned(64)));
+  float s[RK_BQ][RK_BK] __attribute__((aligned(64)));
   float o[RK_BQ][RK_MAX_D] __attribute__((aligned(64)));
   // Per row: the running maximum (base-2 logits) and the running sums of
   // the weights, kept as vectors (lanes summed once, at the end).
   float mx[RK_BQ];
   vf sum[RK_BQ];
   const int64_t m = i1 - i0, d = J->d;
-  // Rows are computed in whole tiles (rows past m repeat the last one and
-  // are never stored); 8 rows cover every tile.
-  const int64_t rows = round_up(m, 8);
+  // Scores are computed in whole tiles (rows past m repeat the last one and
+  // are never read).
   const int64_t tiles = round_up(m, RK_QK_ROWS) / RK_QK_ROWS;
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < m; ++r) {
     mx[r] = -__builtin_inff();
     sum[r] = splat(0.0f);
     for (int64_t c = 0; c < d; ++c)
@@ -433,8 +430,8 @@ static void forward(const struct job *J, int64_t item, int64_t start,
 /// FlashAttention-2's backward).
 static void backward(const struct job *J, int64_t item, int64_t start,
                      int64_t len) {
-  float s[RK_SROWS][RK_BK] __attribute__((aligned(64)));
-  float dp[RK_SROWS][RK_BK] __attribute__((aligned(64)));
+  float s[RK_BQ][RK_BK] __attribute__((aligned(64)));
+  float dp[RK_BQ][RK_BK] __attribute__((aligned(64)));
   float dk[RK_BQ][RK_MAX_BWD_D] __attribute__((aligned(64)));
   float dv[RK_BQ][RK_MAX_BWD_D] __attribute__((aligned(64)));
   const int64_t d = J->d, rs = J->rs;

@@ -18,7 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Conversion/RaggedToLinalg/LoweringUtils.h"
+#include "passes/Conversion/RaggedToLinalg/BucketedAttention.h"
 #include "passes/Passes.h"
 
 #include "mlir/AsmParser/AsmParser.h"
@@ -28,8 +28,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Utils/Utils.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
-
-#include <cmath>
 
 namespace mlir::ragged {
 #define GEN_PASS_DEF_CPUATTENTIONKERNELPASS
@@ -221,20 +219,11 @@ void buildExecutable(OpBuilder &b, Location loc, StringRef isa) {
     buildExport(b, loc, inner, e);
 }
 
-/// The dynamic sizes of `v`.
-SmallVector<Value> dynamicSizes(OpBuilder &b, Location loc, Value v) {
-  SmallVector<Value> sizes;
-  auto type = cast<RankedTensorType>(v.getType());
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    if (type.isDynamicDim(d))
-      sizes.push_back(dimOf(b, loc, v, d));
-  return sizes;
-}
-
 /// What the dispatches of one op share: the offsets, the sizes and the
 /// scalars.
 struct Dispatches {
-  Value offsets, seed, rows, heads, d, stride;
+  /// `offsetsSize`: items + 1.
+  Value offsets, seed, rows, heads, d, stride, offsetsSize;
   SmallVector<Value> scalars;
   int64_t staticHeads;
 
@@ -249,20 +238,27 @@ struct Dispatches {
     type = cast<RankedTensorType>(x.getType());
     SmallVector<int64_t> shape(type.getShape().drop_front());
     shape.push_back(ShapedType::kDynamic);
-    SmallVector<Value> dyn;
+    SmallVector<Value> initDyn;
     if (ShapedType::isDynamic(shape[0]))
-      dyn.push_back(heads);
-    SmallVector<Value> initDyn(dyn);
+      initDyn.push_back(heads);
     initDyn.push_back(rows);
     SmallVector<int64_t> perm = type.getRank() == 3
                                     ? SmallVector<int64_t>{1, 2, 0}
                                     : SmallVector<int64_t>{1, 0};
     Value init = emptyTensor(b, loc, shape, f32, initDyn);
-    Value t = linalg::TransposeOp::create(b, loc, x, init, perm)->getResult(0);
-    dyn.push_back(stride);
-    return tensor::createPadHighOp(RankedTensorType::get(shape, f32), t,
-                                   floatConst(b, loc, f32, 0.0),
-                                   /*nofold=*/false, loc, b, dyn);
+    return padToStride(
+        b, loc,
+        linalg::TransposeOp::create(b, loc, x, init, perm)->getResult(0));
+  }
+
+  /// `t` ([..., rows]) padded with zeros to [..., stride].
+  Value padToStride(OpBuilder &b, Location loc, Value t) const {
+    auto type = cast<RankedTensorType>(t.getType());
+    SmallVector<Value> dyn = tensor::createDynamicDimValues(b, loc, t);
+    dyn.back() = stride;
+    return tensor::createPadHighOp(
+        type, t, floatConst(b, loc, type.getElementType(), 0.0),
+        /*nofold=*/false, loc, b, dyn);
   }
 
   /// `rowsum(dout o out)` per row and head ([rows, H, d] twice), as [H,
@@ -296,13 +292,7 @@ struct Dispatches {
                   nb, l, ValueRange{arith::AddFOp::create(nb, l, a[2], p)});
             })
             .getResult(0);
-    SmallVector<Value> padDyn;
-    if (ShapedType::isDynamic(staticHeads))
-      padDyn.push_back(heads);
-    padDyn.push_back(stride);
-    return tensor::createPadHighOp(
-        RankedTensorType::get({staticHeads, ShapedType::kDynamic}, f32), dots,
-        floatConst(b, loc, f32, 0.0), /*nofold=*/false, loc, b, padDyn);
+    return padToStride(b, loc, dots);
   }
 
   /// A dispatch of export `name` on `buffers` (offsets and seed appended)
@@ -318,7 +308,7 @@ struct Dispatches {
     operands.append(scalars);
     SmallVector<Value> argDims, resultDims;
     for (Value t : buffers)
-      llvm::append_range(argDims, dynamicSizes(b, loc, t));
+      llvm::append_range(argDims, tensor::createDynamicDimValues(b, loc, t));
     for (RankedTensorType t : resultTypes)
       for (int64_t i = 0; i < t.getRank(); ++i)
         if (t.isDynamicDim(i))
@@ -326,7 +316,7 @@ struct Dispatches {
     SmallVector<Value> all{rows, heads};
     if (perItem)
       all.front() =
-          arith::SubIOp::create(b, loc, scalars[4], constIndex(b, loc, 1));
+          arith::SubIOp::create(b, loc, offsetsSize, constIndex(b, loc, 1));
     llvm::append_range(all, operands);
     llvm::append_range(all, argDims);
     llvm::append_range(all, resultDims);
@@ -408,16 +398,16 @@ Dispatches prepare(OpBuilder &b, Location loc, Value query, Value q,
     x.seed = tensor::ExpandShapeOp::create(
         b, loc, RankedTensorType::get({1}, b.getI64Type()), seedOperand,
         ArrayRef<ReassociationIndices>{});
-    threshold = uint32_t(std::min(std::round(std::ldexp(dropout, 32)),
-                                  std::ldexp(1.0, 32) - 1.0));
+    threshold = dropoutThreshold(dropout);
     keep = float(1.0 / (1.0 - dropout));
   }
+  x.offsetsSize = dimOf(b, loc, x.offsets, 0);
   x.scalars = {
       x.rows,
       x.heads,
       x.d,
       x.stride,
-      dimOf(b, loc, x.offsets, 0),
+      x.offsetsSize,
       dimOf(b, loc, x.seed, 0),
       arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(scale))),
       constIndex(b, loc, causal ? 1 : 0),

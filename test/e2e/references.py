@@ -103,14 +103,23 @@ def ref_attention_dense(q, k, v, scale, causal=False):
     return np.einsum("hij,jhe->ihe", p, v)
 
 
-def ref_attention_grads(q, k, v, g, scale, causal):
-    """fp64 (dq, dk, dv) of one item [L, H, d] by torch's autograd."""
+def ref_attention_grads(q, k, v, g, scale, causal, keep=None):
+    """fp64 (dq, dk, dv) of one item [L, H, d] by torch's autograd; with
+    ``keep`` ([H, L, L]: 0 where dropout drops a weight, 1 / (1 - p) where
+    it keeps it), of the attention that drops those weights."""
     import torch
 
     if len(q) == 0:
         return [np.zeros_like(q, np.float64)] * 3
     ts = [torch.tensor(np.asarray(x, np.float64)).transpose(0, 1).requires_grad_() for x in (q, k, v)]
-    out = torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=causal, scale=scale)
+    if keep is None:
+        out = torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=causal, scale=scale)
+    else:
+        n = len(q)
+        s = scale * ts[0] @ ts[1].transpose(1, 2)
+        if causal:
+            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        out = (torch.softmax(s, -1) * torch.as_tensor(np.asarray(keep, np.float64))) @ ts[2]
     grads = torch.autograd.grad(out, ts, torch.tensor(np.asarray(g, np.float64)).transpose(0, 1))
     return [x.transpose(0, 1).numpy() for x in grads]
 

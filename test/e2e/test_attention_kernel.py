@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from references import ref_dropout_kept
+from references import ref_attention_grads, ref_dropout_kept
 
 import ragged_mlir
 from ragged_mlir import CompileOptions, RaggedArray
@@ -111,21 +111,9 @@ def _reference(q, k, v, causal, item=0, dropout=False):
 
 
 def _reference_grads(q, k, v, g, causal, item=0, dropout=False):
-    """fp64 (dq, dk, dv) of one item [L, H, d], by torch's autograd."""
-    import torch
-
-    n, heads, _ = q.shape
-    if n == 0:
-        return [np.zeros(q.shape)] * 3
-    ts = [torch.tensor(np.asarray(x, np.float64)).transpose(0, 1).requires_grad_() for x in (q, k, v)]
-    s = SCALE * ts[0] @ ts[1].transpose(1, 2)
-    if causal:
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
-    w = torch.softmax(s, -1)
-    if dropout:
-        w = w * torch.from_numpy(ref_dropout_kept(SEED, item, heads, n, P)).double() / (1 - P)
-    grads = torch.autograd.grad(w @ ts[2], ts, torch.tensor(np.asarray(g, np.float64)).transpose(0, 1))
-    return [x.transpose(0, 1).numpy() for x in grads]
+    """fp64 (dq, dk, dv) of one item [L, H, d]."""
+    keep = ref_dropout_kept(SEED, item, q.shape[1], len(q), P) / (1 - P) if dropout else None
+    return ref_attention_grads(q, k, v, g, SCALE, causal, keep)
 
 
 def _items(rng, lengths, heads, d):

@@ -37,6 +37,11 @@ AttnShape lowering::withDropout(OpBuilder &b, Location loc, AttnShape shape,
   return shape;
 }
 
+uint32_t lowering::dropoutThreshold(double dropout) {
+  return uint32_t(
+      std::min(std::round(std::ldexp(dropout, 32)), std::ldexp(1.0, 32) - 1.0));
+}
+
 Value lowering::dropoutFactor(OpBuilder &b, Location loc, const AttnShape &blk,
                               Value item, Value h, Value i, Value j) {
   Type i32 = b.getI32Type();
@@ -66,10 +71,8 @@ Value lowering::dropoutFactor(OpBuilder &b, Location loc, const AttnShape &blk,
                               arith::MulIOp::create(b, loc, asI32(x), c32(k)));
   Value u = mix(arith::XOrIOp::create(
       b, loc, mix(arith::XOrIOp::create(b, loc, c, blk.seedLo)), blk.seedHi));
-  double threshold = std::min(std::round(std::ldexp(blk.dropout, 32)),
-                              std::ldexp(1.0, 32) - 1.0);
   Value kept = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, u,
-                                     c32(uint32_t(threshold)));
+                                     c32(dropoutThreshold(blk.dropout)));
   return arith::SelectOp::create(
       b, loc, kept, floatConst(b, loc, blk.elem, 1.0 / (1.0 - blk.dropout)),
       floatConst(b, loc, blk.elem, 0.0));

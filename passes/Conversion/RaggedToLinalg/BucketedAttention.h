@@ -33,6 +33,11 @@ struct AttnShape {
 AttnShape withDropout(OpBuilder &b, Location loc, AttnShape shape,
                       double dropout, Value seed);
 
+/// The dropout rule's threshold for rate `dropout`: a weight is kept where
+/// its 32-bit hash is at least round(p 2^32) (at most 2^32 - 1); see
+/// ragged.attention.
+uint32_t dropoutThreshold(double dropout);
+
 /// In a generic over the pairs of a block, the factor of the weight of
 /// item `item` (i64), head `h`, query `i` and key `j` (index): 1 / (1 - p)
 /// where kept, 0 where dropped.
