@@ -61,13 +61,14 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
 def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
   let summary = "Runs ragged.attention and its gradient on CPU as dispatches of our kernels";
   let description = [{
-    The IREE-specific lowering of f32 attention for CPU targets, run before
-    `ragged-attention-to-iree`. Each `ragged.attention` over packed values
-    `[rows, H, d]` (static `d` of at most 256) becomes one `flow.dispatch`
-    of the kernel library's `attention_fwd` (`kernels/attention.c`), which
-    reads the packed rows and the offsets directly: one workgroup per block
-    of 32 query rows and head, keys streamed in blocks of 64 with an online
-    softmax, so each item costs its own `L(b)^2` with no bucket padding.
+    The IREE-specific lowering of f32, f16 and bf16 attention for CPU
+    targets, run before `ragged-attention-to-iree`. Each `ragged.attention`
+    over packed values `[rows, H, d]` (static `d` of at most 256) becomes
+    one `flow.dispatch` of the kernel library's `attention_fwd`
+    (`kernels/attention.c`), which reads the packed rows and the offsets
+    directly: one workgroup per block of 32 query rows and head, keys
+    streamed in blocks of 64 with an online softmax, so each item costs its
+    own `L(b)^2` with no bucket padding.
     Causal masks, dropout (the op's hash) and the lse result are the
     kernel's. Each `ragged.attention_grad` (`d` of at most 128) becomes one
     dispatch of `attention_bwd` (one workgroup per item and head), which
@@ -76,6 +77,10 @@ def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
     dispatch computes them first. Operands read
     across a block of rows are laid out transposed, `[H, d, stride]`
     (`linalg.transpose`, `tensor.pad`; the stride at least `rows + 64`).
+    The kernels compute in f32: f16 and bf16 operands are widened by an
+    elementwise `linalg.generic` (`arith.extf`; a transposed operand by the
+    generic that transposes it) and the results rounded back
+    (`arith.truncf`).
 
     The pass adds one `stream.executable @ragged_kernels` whose dispatch
     functions call the kernels (`hal.import.static`) and whose

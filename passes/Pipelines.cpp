@@ -28,10 +28,10 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
   Option<std::string> cpuAttentionKernel{
       *this, "cpu-attention-kernel",
       llvm::cl::desc("Run ragged-cpu-attention-kernel first with this ISA "
-                     "(x86_64_v4, x86_64_v3, arm_64): f32 attention as "
-                     "dispatches of our CPU kernel (needs unregistered "
-                     "dialects allowed and the kernel objects on IREE's "
-                     "object search path; empty: off)"),
+                     "(x86_64_v4, x86_64_v3, arm_64): f32, f16 and bf16 "
+                     "attention as dispatches of our CPU kernel (needs "
+                     "unregistered dialects allowed and the kernel objects "
+                     "on IREE's object search path; empty: off)"),
       llvm::cl::init("")};
   Option<bool> ireeAttention{
       *this, "iree-attention",

@@ -1,12 +1,12 @@
 //===- CpuAttentionKernel.cpp - ragged attention on our CPU kernels -------===//
 //
-// f32 ragged.attention and ragged.attention_grad on CPU targets run as
-// custom IREE dispatches of our kernel library (kernels/attention.c): the
-// kernels read the packed rows and the offsets directly (the forward: one
-// workgroup per block of 32 packed rows, all heads; the gradients: one per
-// item and head), so every item costs its own L(b)^2 and no bucket schedule
-// is built. A dispatch is a `flow.dispatch` of the
-// `stream.executable` @ragged_kernels, whose functions call the kernels
+// ragged.attention and ragged.attention_grad (f32, f16, bf16) on CPU
+// targets run as custom IREE dispatches of our kernel library
+// (kernels/attention.c): the kernels read the packed rows and the offsets
+// directly (the forward: one workgroup per block of 32 packed rows, all
+// heads; the gradients: one per item and head), so every item costs its own
+// L(b)^2 and no bucket schedule is built. A dispatch is a `flow.dispatch`
+// of the `stream.executable` @ragged_kernels, whose functions call the kernels
 // (`hal.import.static`) and whose object file IREE links into the
 // executable; both are built by name (IREE's dialects are not linked here),
 // for IREE to parse.
@@ -15,6 +15,11 @@
 // [H, d, stride] (and per-row statistics [H, stride]), with stride >= rows +
 // 64, so that the products of a block are vector products with no packing
 // in the kernel: `linalg.transpose` and `tensor.pad` lay them out.
+//
+// The kernels compute in f32. f16 and bf16 operands are widened to f32 by
+// an elementwise `linalg.generic` (arith.extf; for a transposed operand,
+// the generic that transposes it), and the results are rounded back
+// (arith.truncf): the kernels accumulate in f32, as eager PyTorch does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -219,6 +224,40 @@ void buildExecutable(OpBuilder &b, Location loc, StringRef isa) {
     buildExport(b, loc, inner, e);
 }
 
+/// `v` (a float scalar) as `to`: extended or truncated.
+Value convertFloat(OpBuilder &b, Location loc, Value v, Type to) {
+  if (v.getType() == to)
+    return v;
+  if (v.getType().getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth())
+    return arith::ExtFOp::create(b, loc, to, v);
+  return arith::TruncFOp::create(b, loc, to, v);
+}
+
+/// `x` read through `map` and converted to `init`'s element type, into
+/// `init`.
+Value convertInto(OpBuilder &b, Location loc, Value x, Value init,
+                  AffineMap map) {
+  Type to = cast<RankedTensorType>(init.getType()).getElementType();
+  return parallelGeneric(b, loc, init, x, map,
+                         [&](OpBuilder &nb, Location l, ValueRange a) {
+                           return convertFloat(nb, l, a[0], to);
+                         });
+}
+
+/// `x` with elements of type `to`: itself where they are, else converted.
+Value withElementType(OpBuilder &b, Location loc, Value x, Type to) {
+  auto type = cast<RankedTensorType>(x.getType());
+  if (type.getElementType() == to)
+    return x;
+  return convertInto(b, loc, x, emptyLike(b, loc, x, to),
+                     b.getMultiDimIdentityMap(type.getRank()));
+}
+
+/// `x` as the kernels read it: in f32.
+Value widened(OpBuilder &b, Location loc, Value x) {
+  return withElementType(b, loc, x, b.getF32Type());
+}
+
 /// What the dispatches of one op share: the offsets, the sizes and the
 /// scalars.
 struct Dispatches {
@@ -228,10 +267,10 @@ struct Dispatches {
   int64_t staticHeads;
 
   /// `x` ([rows, H, d] or [rows, H, 1] as [rows, H]) transposed to [H, d,
-  /// stride] (or [H, stride]), the tail zero.
+  /// stride] (or [H, stride]) in f32, the tail zero.
   Value transposed(OpBuilder &b, Location loc, Value x) const {
     auto type = cast<RankedTensorType>(x.getType());
-    Type f32 = type.getElementType();
+    Type f32 = b.getF32Type();
     if (type.getRank() == 3 && type.getDimSize(2) == 1)
       x = tensor::CollapseShapeOp::create(
           b, loc, x, SmallVector<ReassociationIndices>{{0}, {1, 2}});
@@ -246,9 +285,14 @@ struct Dispatches {
                                     ? SmallVector<int64_t>{1, 2, 0}
                                     : SmallVector<int64_t>{1, 0};
     Value init = emptyTensor(b, loc, shape, f32, initDyn);
-    return padToStride(
-        b, loc,
-        linalg::TransposeOp::create(b, loc, x, init, perm)->getResult(0));
+    if (type.getElementType() == f32)
+      return padToStride(
+          b, loc,
+          linalg::TransposeOp::create(b, loc, x, init, perm)->getResult(0));
+    // A narrow x is widened by the copy that transposes it.
+    AffineMap read =
+        inversePermutation(AffineMap::getPermutationMap(perm, b.getContext()));
+    return padToStride(b, loc, convertInto(b, loc, x, init, read));
   }
 
   /// `t` ([..., rows]) padded with zeros to [..., stride].
@@ -261,8 +305,8 @@ struct Dispatches {
         /*nofold=*/false, loc, b, dyn);
   }
 
-  /// `rowsum(dout o out)` per row and head ([rows, H, d] twice), as [H,
-  /// stride].
+  /// `rowsum(dout o out)` per row and head ([rows, H, d] twice, each
+  /// widened as it is read), as [H, stride] f32.
   Value rowDots(OpBuilder &b, Location loc, Value dout, Value out) const {
     MLIRContext *ctx = b.getContext();
     Type f32 = b.getF32Type();
@@ -287,7 +331,9 @@ struct Dispatches {
                                           utils::IteratorType::parallel,
                                           utils::IteratorType::reduction},
             [&](OpBuilder &nb, Location l, ValueRange a) {
-              Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
+              Value g = convertFloat(nb, l, a[0], f32),
+                    o = convertFloat(nb, l, a[1], f32);
+              Value p = arith::MulFOp::create(nb, l, g, o);
               linalg::YieldOp::create(
                   nb, l, ValueRange{arith::AddFOp::create(nb, l, a[2], p)});
             })
@@ -350,8 +396,10 @@ Value valuesOf(OpBuilder &b, Location loc, Value ragged,
 LogicalResult checkOperands(PatternRewriter &rewriter, Operation *op,
                             RaggedTensorType type, int64_t maxHeadDim) {
   RankedTensorType valuesType = type.getValuesType();
-  if (!type.getElementType().isF32() || valuesType.getRank() != 3)
-    return rewriter.notifyMatchFailure(op, "the kernels take f32 [rows, H, d]");
+  if (!isa<Float32Type, Float16Type, BFloat16Type>(type.getElementType()) ||
+      valuesType.getRank() != 3)
+    return rewriter.notifyMatchFailure(
+        op, "the kernels take f32, f16 or bf16 [rows, H, d]");
   if (valuesType.isDynamicDim(2) || valuesType.getDimSize(2) > maxHeadDim)
     return rewriter.notifyMatchFailure(op, "the head size is dynamic or large");
   if (type.getDistinctSymbols().size() != 1)
@@ -418,15 +466,18 @@ Dispatches prepare(OpBuilder &b, Location loc, Value query, Value q,
   return x;
 }
 
-/// The forward's output and lse values ([rows, H, d], [rows, H, 1]).
+/// The forward's output and lse values in f32 ([rows, H, d], [rows, H, 1])
+/// from the op's packed values.
 SmallVector<Value> forward(OpBuilder &b, Location loc, const Dispatches &x,
                            Value q, Value k, Value v) {
-  auto valuesType = cast<RankedTensorType>(q.getType());
+  Type f32 = b.getF32Type();
+  auto valuesType = cast<RankedTensorType>(q.getType()).clone(f32);
   auto lseType = RankedTensorType::get(
-      {ShapedType::kDynamic, valuesType.getDimSize(1), 1}, b.getF32Type());
-  Operation *fwd =
-      x.dispatch(b, loc, "attention_fwd", {q, x.transposed(b, loc, k), v},
-                 {valuesType, lseType});
+      {ShapedType::kDynamic, valuesType.getDimSize(1), 1}, f32);
+  Operation *fwd = x.dispatch(
+      b, loc, "attention_fwd",
+      {widened(b, loc, q), x.transposed(b, loc, k), widened(b, loc, v)},
+      {valuesType, lseType});
   return {fwd->getResult(0), fwd->getResult(1)};
 }
 
@@ -448,12 +499,15 @@ struct AttentionOnKernel : OpRewritePattern<AttentionOp> {
                            op.getDropout().convertToDouble(), op.getCausal(),
                            op.getScale().convertToDouble());
     SmallVector<Value> outs = forward(rewriter, loc, x, q, k, v);
-    Value out = PackOp::create(rewriter, loc, type, outs[0], x.offsets);
+    Type element = type.getElementType();
+    Value out = PackOp::create(rewriter, loc, type,
+                               withElementType(rewriter, loc, outs[0], element),
+                               x.offsets);
     if (!op.getLse()) {
       rewriter.replaceOp(op, out);
       return success();
     }
-    Value lse = outs[1];
+    Value lse = withElementType(rewriter, loc, outs[1], element);
     auto lseType = cast<RaggedTensorType>(op.getLse().getType());
     if (lse.getType() != lseType.getValuesType())
       lse = tensor::CastOp::create(rewriter, loc, lseType.getValuesType(), lse);
@@ -495,12 +549,16 @@ struct AttentionGradOnKernel : OpRewritePattern<AttentionGradOp> {
     }
     Value lseT = x.transposed(rewriter, loc, lse);
     Value dots = x.rowDots(rewriter, loc, g, out);
-    Operation *bwd = x.dispatch(rewriter, loc, "attention_bwd",
-                                {q, k, v, x.transposed(rewriter, loc, q), g,
-                                 x.transposed(rewriter, loc, g), lseT, dots},
-                                {valuesType, valuesType, valuesType},
-                                /*perItem=*/true);
+    auto wide = [&](Value rows) { return widened(rewriter, loc, rows); };
+    auto resultType = valuesType.clone(rewriter.getF32Type());
+    Operation *bwd =
+        x.dispatch(rewriter, loc, "attention_bwd",
+                   {wide(q), wide(k), wide(v), x.transposed(rewriter, loc, q),
+                    wide(g), x.transposed(rewriter, loc, g), lseT, dots},
+                   {resultType, resultType, resultType},
+                   /*perItem=*/true);
     auto pack = [&](Value rows) {
+      rows = withElementType(rewriter, loc, rows, type.getElementType());
       return PackOp::create(rewriter, loc, type, rows, x.offsets).getResult();
     };
     rewriter.replaceOp(op, {pack(bwd->getResult(0)), pack(bwd->getResult(1)),

@@ -114,3 +114,69 @@ func.func @grad_recomputed(%q: !ragged.tensor<?, [L], 2, 4, f32>, %g: !ragged.te
   %dq, %dk, %dv = ragged.attention_grad %q, %q, %q, %g {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f32>
   return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>, !ragged.tensor<?, [L], 2, 4, f32>
 }
+
+// f16 and bf16 run on the same kernels in f32: q and v are widened by an
+// elementwise generic, the keys by the generic that transposes them; the
+// output and lse are rounded back.
+// CHECK-LABEL: func.func @f16_lse
+// CHECK-DAG: %[[Q:.+]] = ragged.values %arg0
+// CHECK-DAG: %[[K:.+]] = ragged.values %arg1
+// CHECK-DAG: %[[V:.+]] = ragged.values %arg2
+// CHECK: %[[QW:.+]] = linalg.generic {{.*}} ins(%[[Q]] : tensor<?x2x4xf16>) outs(%{{.+}} : tensor<?x2x4xf32>)
+// CHECK-NEXT: ^bb0(%[[IN:.+]]: f16, %{{.+}}: f32):
+// CHECK-NEXT:   %[[E:.+]] = arith.extf %[[IN]] : f16 to f32
+// CHECK-NEXT:   linalg.yield %[[E]] : f32
+// CHECK: %[[T:.+]] = linalg.generic {{.*}} ins(%[[K]] : tensor<?x2x4xf16>) outs(%{{.+}} : tensor<2x4x?xf32>)
+// CHECK: arith.extf
+// CHECK: %[[KT:.+]] = tensor.pad %[[T]]
+// CHECK: %[[VW:.+]] = linalg.generic {{.*}} ins(%[[V]] : tensor<?x2x4xf16>) outs(%{{.+}} : tensor<?x2x4xf32>)
+// CHECK: %[[D:.+]]:2 = "flow.dispatch"(%{{.+}}, %{{.+}}, %[[QW]], %[[KT]], %[[VW]], {{.*}}) {entry_points = [@ragged_kernels::@attention_fwd]{{.*}} -> (tensor<?x2x4xf32>, tensor<?x2x1xf32>)
+// CHECK: %[[ON:.+]] = linalg.generic {{.*}} ins(%[[D]]#0 : tensor<?x2x4xf32>) outs(%{{.+}} : tensor<?x2x4xf16>)
+// CHECK: arith.truncf %{{.+}} : f32 to f16
+// CHECK: %[[O:.+]] = ragged.pack %[[ON]]
+// CHECK: %[[LN:.+]] = linalg.generic {{.*}} ins(%[[D]]#1 : tensor<?x2x1xf32>) outs(%{{.+}} : tensor<?x2x1xf16>)
+// CHECK: arith.truncf %{{.+}} : f32 to f16
+// CHECK: %[[LSE:.+]] = ragged.pack %[[LN]]
+// CHECK: return %[[O]], %[[LSE]]
+func.func @f16_lse(%q: !ragged.tensor<?, [L], 2, 4, f16>, %k: !ragged.tensor<?, [L], 2, 4, f16>, %v: !ragged.tensor<?, [L], 2, 4, f16>) -> (!ragged.tensor<?, [L], 2, 4, f16>, !ragged.tensor<?, [L], 2, 1, f16>) {
+  %o, %lse = ragged.attention %q, %k, %v {scale = 0.5 : f64} : !ragged.tensor<?, [L], 2, 4, f16> lse !ragged.tensor<?, [L], 2, 1, f16>
+  return %o, %lse : !ragged.tensor<?, [L], 2, 4, f16>, !ragged.tensor<?, [L], 2, 1, f16>
+}
+
+// The bf16 gradient: the saved lse is widened as it is transposed, the
+// incoming gradient and saved output as rowsum(dO o O) reads them; the
+// transposed q and dO are widened by their transposes; dQ, dK and dV are
+// rounded back.
+// CHECK-LABEL: func.func @bf16_grad_saved
+// CHECK-DAG: %[[Q:.+]] = ragged.values %arg0
+// CHECK-DAG: %[[G:.+]] = ragged.values %arg3
+// CHECK-DAG: %[[O:.+]] = ragged.values %arg4
+// CHECK-DAG: %[[LSE:.+]] = ragged.values %arg5
+// CHECK: %[[LSE2:.+]] = tensor.collapse_shape %[[LSE]] {{\[}}[0], [1, 2]] : tensor<?x2x1xbf16> into tensor<?x2xbf16>
+// CHECK: linalg.generic {{.*}} ins(%[[LSE2]] : tensor<?x2xbf16>) outs(%{{.+}} : tensor<2x?xf32>)
+// CHECK: arith.extf %{{.+}} : bf16 to f32
+// CHECK: %[[LSEP:.+]] = tensor.pad
+// CHECK: %[[DOTS:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[G]], %[[O]] : tensor<?x2x4xbf16>, tensor<?x2x4xbf16>) outs(%{{.+}} : tensor<2x?xf32>)
+// CHECK-NEXT: ^bb0(%[[GI:.+]]: bf16, %[[OI:.+]]: bf16, %[[ACC:.+]]: f32):
+// CHECK-NEXT:   %[[GE:.+]] = arith.extf %[[GI]] : bf16 to f32
+// CHECK-NEXT:   %[[OE:.+]] = arith.extf %[[OI]] : bf16 to f32
+// CHECK-NEXT:   %[[P:.+]] = arith.mulf %[[GE]], %[[OE]] : f32
+// CHECK-NEXT:   arith.addf %[[ACC]], %[[P]] : f32
+// CHECK: %[[DOTSP:.+]] = tensor.pad %[[DOTS]]
+// CHECK: %[[QW:.+]] = linalg.generic {{.*}} ins(%[[Q]] : tensor<?x2x4xbf16>) outs(%{{.+}} : tensor<?x2x4xf32>)
+// CHECK: %[[KW:.+]] = linalg.generic {{.*}} ins(%{{.+}} : tensor<?x2x4xbf16>) outs(%{{.+}} : tensor<?x2x4xf32>)
+// CHECK: %[[VW:.+]] = linalg.generic {{.*}} ins(%{{.+}} : tensor<?x2x4xbf16>) outs(%{{.+}} : tensor<?x2x4xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[Q]] : tensor<?x2x4xbf16>) outs(%{{.+}} : tensor<2x4x?xf32>)
+// CHECK: %[[QT:.+]] = tensor.pad
+// CHECK: %[[GW:.+]] = linalg.generic {{.*}} ins(%[[G]] : tensor<?x2x4xbf16>) outs(%{{.+}} : tensor<?x2x4xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[G]] : tensor<?x2x4xbf16>) outs(%{{.+}} : tensor<2x4x?xf32>)
+// CHECK: %[[GT:.+]] = tensor.pad
+// CHECK: %[[BWD:.+]]:3 = "flow.dispatch"(%{{.+}}, %{{.+}}, %[[QW]], %[[KW]], %[[VW]], %[[QT]], %[[GW]], %[[GT]], %[[LSEP]], %[[DOTSP]], {{.*}}) {entry_points = [@ragged_kernels::@attention_bwd]{{.*}} -> (tensor<?x2x4xf32>, tensor<?x2x4xf32>, tensor<?x2x4xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[BWD]]#0 : tensor<?x2x4xf32>) outs(%{{.+}} : tensor<?x2x4xbf16>)
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK: linalg.generic {{.*}} ins(%[[BWD]]#1 : tensor<?x2x4xf32>) outs(%{{.+}} : tensor<?x2x4xbf16>)
+// CHECK: linalg.generic {{.*}} ins(%[[BWD]]#2 : tensor<?x2x4xf32>) outs(%{{.+}} : tensor<?x2x4xbf16>)
+func.func @bf16_grad_saved(%q: !ragged.tensor<?, [L], 2, 4, bf16>, %k: !ragged.tensor<?, [L], 2, 4, bf16>, %v: !ragged.tensor<?, [L], 2, 4, bf16>, %g: !ragged.tensor<?, [L], 2, 4, bf16>, %o: !ragged.tensor<?, [L], 2, 4, bf16>, %lse: !ragged.tensor<?, [L], 2, 1, bf16>) -> (!ragged.tensor<?, [L], 2, 4, bf16>, !ragged.tensor<?, [L], 2, 4, bf16>, !ragged.tensor<?, [L], 2, 4, bf16>) {
+  %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g output(%o : !ragged.tensor<?, [L], 2, 4, bf16>) lse(%lse : !ragged.tensor<?, [L], 2, 1, bf16>) {scale = 0.5 : f64, causal} : !ragged.tensor<?, [L], 2, 4, bf16>
+  return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, bf16>, !ragged.tensor<?, [L], 2, 4, bf16>, !ragged.tensor<?, [L], 2, 4, bf16>
+}

@@ -1,7 +1,7 @@
 """The CPU attention kernels (``kernels/attention.c``), reached from
 ``ragged.attention`` and ``ragged.attention_grad`` by
-``ragged-cpu-attention-kernel``: the default for f32 attention on CPU
-targets (``CompileOptions.attention_kernel``).
+``ragged-cpu-attention-kernel``: the default for f32, f16 and bf16
+attention on CPU targets (``CompileOptions.attention_kernel``).
 
 Against an fp64 reference per item (each item alone, so nothing leaks
 between items): the output and the lse, and the gradients with respect to
@@ -14,10 +14,21 @@ multiple of a vector), 32, 64 and 128, one head and twelve. The AVX2 object
 runs on this host where it has AVX2 and FMA; the aarch64 object is linked
 by test_cpu_targets (``neoverse-v1``, compile-only). IREE's codegen stays
 behind ``attention_kernel=False`` (test_ops_numerics runs it).
+
+f16 and bf16 run on the same f32 kernels, widened before and rounded after:
+against fp64 references on the inputs as rounded to the dtype, the output,
+the lse and the gradients (recomputing the forward, and from a saved output
+and lse given in the dtype) on every length distribution, within one
+rounding of the result (``rtol = eps``, twice the half ulp) plus the f32
+tests' absolute error. Every compiled module is checked to have each of its
+attentions on the kernels, not IREE's codegen.
 """
 
 from __future__ import annotations
 
+import re
+
+import ml_dtypes
 import numpy as np
 import pytest
 from references import ref_attention_grads, ref_dropout_kept
@@ -37,11 +48,14 @@ LENGTHS = {
 }
 #: (heads, head size)
 HEADS = {"h1d32": (1, 32), "h12d64": (12, 64), "h2d128": (2, 128), "h3d24": (3, 24)}
+#: The narrow dtypes the kernels take, and their machine epsilon.
+NARROW = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
+EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
 
 
-def _module(heads: int, d: int) -> str:
-    t = f"!ragged.tensor<?, [L], {heads}, {d}, f32>"
-    s = f"!ragged.tensor<?, [L], {heads}, 1, f32>"
+def _module(heads: int, d: int, dt: str = "f32") -> str:
+    t = f"!ragged.tensor<?, [L], {heads}, {d}, {dt}>"
+    s = f"!ragged.tensor<?, [L], {heads}, 1, {dt}>"
     return f"""
 func.func @att(%q: {t}, %k: {t}, %v: {t}) -> ({t}, {s}) {{
   %o, %lse = ragged.attention %q, %k, %v {{scale = {SCALE} : f64}} : {t} lse {s}
@@ -64,6 +78,10 @@ func.func @grad_causal_saved(%q: {t}, %k: {t}, %v: {t}, %g: {t}) -> ({t}, {t}, {
   %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g output(%o : {t}) lse(%lse : {s}) {{scale = {SCALE} : f64, causal}} : {t}
   return %dq, %dk, %dv : {t}, {t}, {t}
 }}
+func.func @grad_saved(%q: {t}, %k: {t}, %v: {t}, %g: {t}, %o: {t}, %lse: {s}) -> ({t}, {t}, {t}) {{
+  %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g output(%o : {t}) lse(%lse : {s}) {{scale = {SCALE} : f64, causal}} : {t}
+  return %dq, %dk, %dv : {t}, {t}, {t}
+}}
 func.func @grad_dropout(%q: {t}, %k: {t}, %v: {t}, %g: {t}, %seed: tensor<i64>) -> ({t}, {t}, {t}) {{
   %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g dropout(%seed : tensor<i64>) {{scale = {SCALE} : f64, causal, dropout = {P} : f64}} : {t}
   return %dq, %dk, %dv : {t}, {t}, {t}
@@ -71,18 +89,31 @@ func.func @grad_dropout(%q: {t}, %k: {t}, %v: {t}, %g: {t}, %seed: tensor<i64>) 
 """
 
 
+def _assert_on_kernel(text: str, options: CompileOptions) -> None:
+    """Every attention of ``text`` lowers to a dispatch of the kernels: one
+    forward per ``ragged.attention`` and per gradient without a saved
+    output, one backward per ``ragged.attention_grad``."""
+    lowered = ragged_mlir.lower(text, options=options)
+    grads = re.findall(r"ragged\.attention_grad .*", text)
+    forwards = text.count("ragged.attention %") + sum("output(" not in g for g in grads)
+    assert lowered.count("@ragged_kernels::@attention_fwd") == forwards
+    assert lowered.count("@ragged_kernels::@attention_bwd") == len(grads)
+
+
 @pytest.fixture(scope="module")
 def kernel_module():
-    """``kernel_module(heads, d, cpu=None)``, compiled once each."""
+    """``kernel_module(heads, d, cpu=None, dt="f32")``, compiled once each."""
     cache: dict = {}
 
-    def get(heads: int, d: int, cpu: str | None = None):
-        if (heads, d, cpu) not in cache:
+    def get(heads: int, d: int, cpu: str | None = None, dt: str = "f32"):
+        if (heads, d, cpu, dt) not in cache:
             options = CompileOptions(cpu=cpu, attention_kernel=True)
             assert options.kernel_isa is not None
             assert "cpu-attention-kernel=" in options.pipeline
-            cache[heads, d, cpu] = ragged_mlir.compile(_module(heads, d), options=options)
-        return cache[heads, d, cpu]
+            text = _module(heads, d, dt)
+            _assert_on_kernel(text, options)
+            cache[heads, d, cpu, dt] = ragged_mlir.compile(text, options=options)
+        return cache[heads, d, cpu, dt]
 
     return get
 
@@ -124,12 +155,13 @@ def _items(rng, lengths, heads, d):
     ]
 
 
-def _check(got: RaggedArray, want: list[np.ndarray], lengths, atol, what="output"):
+def _check(got: RaggedArray, want: list[np.ndarray], lengths, atol, what="output", rtol=1e-5):
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     np.testing.assert_array_equal(got.partitions[0], offsets)
+    values = got.values.astype(np.float64)
     for b, w in enumerate(want):
         np.testing.assert_allclose(
-            got.values[offsets[b] : offsets[b + 1]], w, rtol=1e-5, atol=atol, err_msg=f"{what} of item {b}"
+            values[offsets[b] : offsets[b + 1]], w, rtol=rtol, atol=atol, err_msg=f"{what} of item {b}"
         )
 
 
@@ -225,6 +257,78 @@ def test_avx2_object(kernel_module, rng):
         want = [_reference_grads(a, b, c, e, True) for a, b, c, e in zip(qs, ks, vs, gs, strict=True)]
         for i in range(3):
             _check(got[i], [w[i] for w in want], lengths, atol=5e-5)
+
+
+def _reference_grads_saved(q, k, v, g, out, lse, causal):
+    """fp64 (dq, dk, dv) of one item [L, H, d] from a saved output and lse
+    as given (``ragged.attention_grad``'s rule): P = exp(scale q k^T - lse),
+    dS = P o (dO v^T - rowsum(dO o out))."""
+    q, k, v, g, out, lse = (np.asarray(x, np.float64) for x in (q, k, v, g, out, lse))
+    n = len(q)
+    s = SCALE * np.einsum("ihe,jhe->hij", q, k)
+    if causal:
+        s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+    p = np.exp(s - lse.transpose(1, 0, 2))
+    dv = np.einsum("hij,ihe->jhe", p, g)
+    rowsum = (g * out).sum(-1).T[:, :, None]
+    ds = p * (np.einsum("ihe,jhe->hij", g, v) - rowsum)
+    return SCALE * np.einsum("hij,jhe->ihe", ds, k), SCALE * np.einsum("hij,ihe->jhe", ds, q), dv
+
+
+def _narrow_items(rng, lengths, heads, d, dt, count=3):
+    """q, k, v (and with ``count`` 4 the incoming gradient) in ``dt``."""
+    items = _items(rng, lengths, heads, d)
+    if count == 4:
+        items.append([rng.uniform(-1, 1, x.shape).astype(np.float32) for x in items[0]])
+    return [[x.astype(NARROW[dt]) for x in xs] for xs in items]
+
+
+NARROW_HEADS = ["h2d128", "h3d24"]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dist", sorted(LENGTHS))
+@pytest.mark.parametrize("shape", NARROW_HEADS)
+@pytest.mark.parametrize("dt", sorted(NARROW))
+def test_narrow_matches_fp64_per_item(kernel_module, rng, dt, shape, dist, causal):
+    """The output and lse of f16 and bf16 attention, against fp64 on the
+    rounded inputs."""
+    heads, d = HEADS[shape]
+    lengths = LENGTHS[dist]
+    module = kernel_module(heads, d, dt=dt)
+    qs, ks, vs = _narrow_items(rng, lengths, heads, d, dt)
+    out, lse = (module.causal if causal else module.att)(*(RaggedArray.from_list(x) for x in (qs, ks, vs)))
+    assert out.values.dtype == NARROW[dt] and lse.values.dtype == NARROW[dt]
+    refs = [_reference(a, b, c, causal) for a, b, c in zip(qs, ks, vs, strict=True)]
+    _check(out, [r[0] for r in refs], lengths, atol=2e-5, rtol=EPS[dt])
+    _check(lse, [r[1] for r in refs], lengths, atol=2e-5, rtol=EPS[dt], what="lse")
+
+
+@pytest.mark.parametrize("saved", [False, True], ids=["recomputed", "saved"])
+@pytest.mark.parametrize("dist", sorted(LENGTHS))
+@pytest.mark.parametrize("shape", NARROW_HEADS)
+@pytest.mark.parametrize("dt", sorted(NARROW))
+def test_narrow_gradients_match_fp64_per_item(kernel_module, rng, dt, shape, dist, saved):
+    """dq, dk and dv of f16 and bf16 attention: recomputing the forward (in
+    f32: against autograd on the rounded inputs), and causal from a saved
+    output and lse given in the dtype (the fp64 ones rounded; against the
+    gradient rule on exactly those)."""
+    heads, d = HEADS[shape]
+    lengths = LENGTHS[dist]
+    module = kernel_module(heads, d, dt=dt)
+    qs, ks, vs, gs = _narrow_items(rng, lengths, heads, d, dt, count=4)
+    args = [RaggedArray.from_list(x) for x in (qs, ks, vs, gs)]
+    if saved:
+        fwd = [_reference(a, b, c, causal=True) for a, b, c in zip(qs, ks, vs, strict=True)]
+        outs, lses = ([r[i].astype(NARROW[dt]) for r in fwd] for i in (0, 1))
+        got = module.grad_saved(*args, RaggedArray.from_list(outs), RaggedArray.from_list(lses))
+        want = [_reference_grads_saved(*x, causal=True) for x in zip(qs, ks, vs, gs, outs, lses, strict=True)]
+    else:
+        got = module.grad(*args)
+        want = [_reference_grads(a, b, c, e, False) for a, b, c, e in zip(qs, ks, vs, gs, strict=True)]
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert got[i].values.dtype == NARROW[dt]
+        _check(got[i], [w[i] for w in want], lengths, atol=5e-5, rtol=EPS[dt], what=name)
 
 
 def test_kernel_is_the_cpu_default_and_a_choice():

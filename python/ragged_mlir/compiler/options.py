@@ -290,13 +290,15 @@ class CompileOptions:
         vectorises it well there) and the linalg buckets on other CPUs
         (with AVX2 only, the fused op is 2.7x slower at MNLI and 4.8x at
         SQuAD v2 lengths); GPU targets keep the exact lowering.
-    attention_kernel: f32 attention (static head size up to 256) runs as one
-        dispatch of ragged-mlir's CPU kernel (``kernels/attention.c``),
-        which reads the packed rows and offsets directly: no length
-        buckets, each item costs its own L^2. None picks it on CPU targets
-        unless ``iree_attention``, ``attention_buckets`` or
-        ``attention_scores_max_rows`` is given (they tune IREE's codegen);
-        False keeps IREE's codegen; GPU targets never use it.
+    attention_kernel: f32, f16 and bf16 attention (static head size up to
+        256) runs as one dispatch of ragged-mlir's CPU kernel
+        (``kernels/attention.c``), which reads the packed rows and offsets
+        directly: no length buckets, each item costs its own L^2. It
+        computes in f32: f16 and bf16 are widened before it and rounded
+        after. None picks it on CPU targets unless ``iree_attention``,
+        ``attention_buckets`` or ``attention_scores_max_rows`` is given
+        (they tune IREE's codegen); False keeps IREE's codegen; GPU
+        targets never use it.
     attention_scores_max_rows: with ``iree_attention``, buckets of 32 up to
         this many rows (with more than one head) materialise their scores
         and run as two data-tiled contractions where the bucket's n H S^2
