@@ -848,6 +848,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--case-budget-s", type=float, help="seconds of timed rounds per case (default 20 / 8 / 0)"
     )
+    ap.add_argument(
+        "--variants", nargs="+", choices=W.ORDER, help="subset of the variants (ragged_mlir always runs)"
+    )
     ap.add_argument("--rmin", type=int, help="min timed rounds per case (default 3; smoke 1)")
     ap.add_argument("--rmax", type=int, help="max timed rounds per case (default 10 / 5 / 1)")
     ap.add_argument("--seed", type=int, default=0)
@@ -923,6 +926,10 @@ def main(argv=None) -> int:
             )
         if args.smoke:
             args.only, args.only_reason = SMOKE_ONLY, "omitted in --smoke"
+        if args.variants:
+            keep = set(args.variants) | {W.OURS}
+            args.only = keep & args.only if args.only else keep
+            args.only_reason = args.only_reason or "not in --variants"
         t0 = time.perf_counter()
         args.layers = 6 if case["workload"] == "W5" else case.get("layers") or 1
         log(f"  {name} ...")

