@@ -240,6 +240,7 @@ def main() -> None:
     with torch.no_grad():
         for _ in range(args.repeats):  # interleaved
             for k, f in runs.items():
+                f()  # untimed: the previous runtime's worker threads may still spin
                 t = time.perf_counter()
                 f()
                 times[k].append(time.perf_counter() - t)
