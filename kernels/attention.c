@@ -16,9 +16,8 @@
 //   O), dV += (kept P)ᵀ dO, dK += scale dSᵀ Q, dQ += scale dS K.
 // Dropout follows ragged.attention's hash of (seed, item, head, query, key).
 //
-// Built freestanding (no libc, no libm) for IREE's embedded ELF executables
-// with GCC/Clang vector extensions, once per ISA: the vector width RK_VL is
-// 16 floats on AVX-512 and 8 on AVX2 and NEON.
+// Built freestanding for IREE's embedded ELF executables, once per ISA
+// (vector.h).
 //
 // Layouts (f32, row-major; ts: the stride of the transposed ones, at least
 // rows + RK_BK: the tail is read as padding and never used; a stride off
@@ -32,22 +31,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include <stddef.h>
-#include <stdint.h>
-
-#ifndef RK_VL
-#define RK_VL 16
-#endif
+#include "vector.h"
 
 #define RK_BQ 32  // query rows per workgroup
 #define RK_BK 64  // keys per block
 #define RK_MAX_D 256     // head size, forward
 #define RK_MAX_BWD_D 128 // head size, gradients
-
-typedef float vf __attribute__((vector_size(RK_VL * 4)));
-typedef float vf_u __attribute__((vector_size(RK_VL * 4), aligned(4)));
-typedef int32_t vi __attribute__((vector_size(RK_VL * 4)));
-typedef uint32_t vu __attribute__((vector_size(RK_VL * 4)));
 
 #if RK_VL == 16
 #define RK_QK_ROWS 4 // scores tile: rows x vectors of keys
@@ -59,78 +48,6 @@ typedef uint32_t vu __attribute__((vector_size(RK_VL * 4)));
 #define RK_NV (RK_BK / RK_VL)
 // A block's products fill whole tiles of RK_QK_ROWS rows within RK_BQ.
 _Static_assert(RK_BQ % RK_QK_ROWS == 0, "score tiles must divide RK_BQ");
-
-static inline vf load(const float *p) { return *(const vf_u *)p; }
-static inline void store(float *p, vf x) { *(vf_u *)p = x; }
-static inline vf splat(float x) { return (vf){0} + x; }
-
-static inline vf vmax(vf a, vf b) { return __builtin_elementwise_max(a, b); }
-
-static inline float hmax(vf x) { return __builtin_reduce_max(x); }
-
-static inline float hsum(vf x) {
-  float s = 0.0f;
-  for (int i = 0; i < RK_VL; ++i)
-    s += x[i];
-  return s;
-}
-
-static inline vi iota(void) {
-  vi r;
-  for (int i = 0; i < RK_VL; ++i)
-    r[i] = i;
-  return r;
-}
-
-/// 2^x for x <= 0 (the weights' exponents: logits minus their maximum), 0
-/// below -126 (and for -inf). Relative error below 2e-7.
-static inline vf exp2v(vf x) {
-  vi under = x < -126.0f;
-  x = vmax(x, splat(-126.0f));
-  const float magic = 12582912.0f; // 1.5 * 2^23: rounds to the nearest integer
-  vf n = (x + magic) - magic;
-  vf f = x - n; // [-0.5, 0.5]
-  // 2^f = e^(f ln 2), Taylor to degree 6 (error < 2e-7 on [-0.5, 0.5]).
-  vf y = f * 0.6931471805599453f;
-  vf p = splat(1.0f / 720.0f);
-  p = p * y + 1.0f / 120.0f;
-  p = p * y + 1.0f / 24.0f;
-  p = p * y + 1.0f / 6.0f;
-  p = p * y + 0.5f;
-  p = p * y + 1.0f;
-  p = p * y + 1.0f;
-  vi e = (__builtin_convertvector(n, vi) + 127) << 23;
-  return (vf)((vi)(p * (vf)e) & ~under);
-}
-
-static inline float exp2s(float x) {
-  vf v = exp2v(splat(x));
-  return v[0];
-}
-
-/// log2(x) for finite x > 0.
-static inline float log2s(float x) {
-  union {
-    float f;
-    uint32_t u;
-  } b = {x};
-  int e = (int)((b.u >> 23) & 0xff) - 127;
-  b.u = (b.u & 0x007fffffu) | 0x3f800000u; // mantissa in [1, 2)
-  float m = b.f;
-  if (m > 1.41421356f) {
-    m *= 0.5f;
-    e += 1;
-  }
-  // log(m) = 2 atanh(t), t = (m - 1) / (m + 1), |t| <= 0.172.
-  float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
-  float s = 1.0f / 11.0f;
-  s = s * t2 + 1.0f / 9.0f;
-  s = s * t2 + 1.0f / 7.0f;
-  s = s * t2 + 1.0f / 5.0f;
-  s = s * t2 + 1.0f / 3.0f;
-  s = s * t2 + 1.0f;
-  return (float)e + 2.0f * t * s * 1.4426950408889634f;
-}
 
 /// MurmurHash3's 32-bit finaliser.
 static inline vu mix(vu x) {
@@ -160,8 +77,6 @@ struct job {
   float keep;
 };
 
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 // ragged.attention's dropout hash: c = A item + B head + C query + D key.
 #define HASH_ITEM 0x9E3779B1u
 #define HASH_HEAD 0x85EBCA77u
@@ -333,8 +248,6 @@ static inline void apply_rows(const struct job *J,
 static inline int64_t round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
 }
-
-static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /// Lanes [0, limit) of a vector holding positions jv * RK_VL + lane.
 static inline vi below(int jv, int64_t limit) {
@@ -528,12 +441,6 @@ static void run_block(const struct job *J, segment_fn fn,
   }
 }
 
-/// The scalars every entry point takes, after its buffers.
-#define SCALARS                                                                \
-  int64_t rows, int64_t heads, int64_t d, int64_t ts, float scale,            \
-      int64_t causal, int64_t dropout, int32_t threshold, float keep,         \
-      int64_t block, int64_t h
-
 static struct job make_job(const int64_t *seed, SCALARS) {
   struct job J = {0};
   J.heads = heads, J.d = d, J.rs = heads * d, J.ts = ts, J.h = h;
@@ -574,16 +481,9 @@ void ragged_attention_bwd_unit(const float *q, const float *k, const float *v,
   backward(&J, block, offsets[block], offsets[block + 1] - offsets[block]);
 }
 
-/// The entry points IREE calls (hal.import.static): each memref<?xT>
-/// arrives as (base, aligned, offset, size, stride). One workgroup takes a
-/// block of RK_BQ packed rows and every head: fewer, larger workgroups than
-/// one per head (IREE's cost per workgroup is then a small share).
-#define MEMREF(T, name)                                                        \
-  T *name##_base __attribute__((unused)), T *name##_data,                     \
-      int64_t name##_offset, int64_t name##_size __attribute__((unused)),     \
-      int64_t name##_stride __attribute__((unused))
-#define AT(name) (name##_data + name##_offset)
-#define ITEMS(offsets) (offsets##_size - 1)
+/// The entry points IREE calls. One forward workgroup takes a block of
+/// RK_BQ packed rows and every head: fewer, larger workgroups than one per
+/// head (IREE's cost per workgroup is then a small share).
 #define WORKGROUP_SCALARS                                                      \
   int64_t rows, int64_t heads, int64_t d, int64_t ts, float scale,            \
       int64_t causal, int64_t dropout, int32_t threshold, float keep,         \

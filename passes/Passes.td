@@ -59,7 +59,7 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
 }
 
 def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
-  let summary = "Runs ragged.attention and its gradient on CPU as dispatches of our kernels";
+  let summary = "Runs ragged.attention, its gradient and the segment softmax on CPU as dispatches of our kernels";
   let description = [{
     The IREE-specific lowering of f32, f16 and bf16 attention for CPU
     targets, run before `ragged-attention-to-iree`. Each `ragged.attention`
@@ -81,6 +81,14 @@ def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
     elementwise `linalg.generic` (`arith.extf`; a transposed operand by the
     generic that transposes it) and the results rounded back
     (`arith.truncf`).
+
+    An f32 `ragged.softmax` over the ragged dim of `[B, L(b), D...]` (one
+    ragged dim, the first item dim) becomes one dispatch of
+    `segment_softmax` (`kernels/softmax.c`), one workgroup per item: per
+    chunk of features the maximum over the item's rows, the exponentials
+    (computed once, stored, summed) and their scaling, the chunk read from
+    cache after the first pass. Softmax over attention scores (two ragged
+    dims) is left to `convert-ragged-to-linalg`.
 
     The pass adds one `stream.executable @ragged_kernels` whose dispatch
     functions call the kernels (`hal.import.static`) and whose

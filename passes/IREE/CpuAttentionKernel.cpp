@@ -5,7 +5,9 @@
 // (kernels/attention.c): the kernels read the packed rows and the offsets
 // directly (the forward: one workgroup per block of 32 packed rows, all
 // heads; the gradients: one per item and head), so every item costs its own
-// L(b)^2 and no bucket schedule is built. A dispatch is a `flow.dispatch`
+// L(b)^2 and no bucket schedule is built. ragged.softmax over the ragged
+// dim of [B, L(b), D...] (f32) runs on kernels/softmax.c, one workgroup per
+// item. A dispatch is a `flow.dispatch`
 // of the `stream.executable` @ragged_kernels, whose functions call the kernels
 // (`hal.import.static`) and whose object file IREE links into the
 // executable; both are built by name (IREE's dialects are not linked here),
@@ -79,7 +81,7 @@ struct KernelExport {
   bool perItem = false;
 };
 
-/// The exports, in the order `kernels/attention.c` defines them.
+/// The exports of the kernel library (`kernels/`).
 SmallVector<KernelExport> kernelExports() {
   using E = Extent;
   return {
@@ -93,6 +95,12 @@ SmallVector<KernelExport> kernelExports() {
        {E::Rows, E::Rows, E::Rows, E::Transposed, E::Rows, E::Transposed,
         E::Stats, E::Stats, E::Offsets, E::Seed, E::Rows, E::Rows, E::Rows},
        3,
+       /*perItem=*/true},
+      // kernels/softmax.c, on rows seen as [rows, 1, features].
+      {"segment_softmax",
+       "ragged_segment_softmax",
+       {E::Rows, E::Offsets, E::Seed, E::Rows},
+       1,
        /*perItem=*/true},
   };
 }
@@ -567,6 +575,51 @@ struct AttentionGradOnKernel : OpRewritePattern<AttentionGradOp> {
   }
 };
 
+/// ragged.softmax over the ragged dim of `[B, L(b), D...]` (f32) as a
+/// dispatch of `segment_softmax`, one workgroup per item: the values
+/// `[rows, D...]` seen as `[rows, 1, f]`.
+struct SoftmaxOnKernel : OpRewritePattern<SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SoftmaxOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = cast<RaggedTensorType>(op.getSource().getType());
+    RankedTensorType valuesType = type.getValuesType();
+    if (!type.getElementType().isF32() || type.getLastRaggedDim() != 0 ||
+        valuesType.getRank() < 2)
+      return rewriter.notifyMatchFailure(
+          op, "the kernel takes f32 [B, L(b), D...] (one ragged dim, first)");
+    Location loc = op.getLoc();
+    Value values = valuesOf(rewriter, loc, op.getSource(), valuesType);
+    SmallVector<ReassociationIndices> toRows{{0}, {}};
+    for (int64_t i = 1; i < valuesType.getRank(); ++i)
+      toRows.back().push_back(i);
+    bool flat = valuesType.getRank() == 2;
+    Value rows =
+        flat ? values
+             : tensor::CollapseShapeOp::create(rewriter, loc, values, toRows);
+    auto rowsType = cast<RankedTensorType>(rows.getType());
+    auto viewType =
+        RankedTensorType::get({ShapedType::kDynamic, 1, rowsType.getDimSize(1)},
+                              rowsType.getElementType());
+    SmallVector<ReassociationIndices> split{{0}, {1, 2}};
+    Value view =
+        tensor::ExpandShapeOp::create(rewriter, loc, viewType, rows, split);
+    Dispatches x = prepare(rewriter, loc, op.getSource(), view, type, Value(),
+                           0.0, /*causal=*/false, 1.0);
+    Value out = x.dispatch(rewriter, loc, "segment_softmax", {view}, {viewType},
+                           /*perItem=*/true)
+                    ->getResult(0);
+    out = tensor::CollapseShapeOp::create(rewriter, loc, out, split);
+    if (!flat)
+      out = tensor::ExpandShapeOp::create(
+          rewriter, loc, valuesType, out, toRows,
+          tensor::getMixedSizes(rewriter, loc, values));
+    rewriter.replaceOp(op, PackOp::create(rewriter, loc, type, out, x.offsets));
+    return success();
+  }
+};
+
 struct CpuAttentionKernelPass
     : ragged::impl::CpuAttentionKernelPassBase<CpuAttentionKernelPass> {
   using CpuAttentionKernelPassBase::CpuAttentionKernelPassBase;
@@ -590,7 +643,8 @@ struct CpuAttentionKernelPass
 
 void mlir::ragged::populateCpuAttentionKernelPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<AttentionOnKernel, AttentionGradOnKernel>(patterns.getContext());
+  patterns.add<AttentionOnKernel, AttentionGradOnKernel, SoftmaxOnKernel>(
+      patterns.getContext());
 }
 
 void mlir::ragged::addKernelExecutable(ModuleOp module, StringRef isa) {

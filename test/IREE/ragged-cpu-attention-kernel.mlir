@@ -18,6 +18,8 @@
 // CHECK:   ^bb0(%[[ITEMS:.+]]: index, %[[H:.+]]: index):
 // CHECK:     "stream.return"(%[[ITEMS]], %[[H]], %c1{{.*}})
 // CHECK:   }) {function_ref = @attention_bwd, sym_name = "attention_bwd", sym_visibility = "public"}
+// The segment softmax's too: a workgroup per item (its "heads" are 1).
+// CHECK:   }) {function_ref = @segment_softmax, sym_name = "segment_softmax", sym_visibility = "public"}
 // CHECK:   func.func private @ragged_attention_fwd(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index) attributes {hal.import.static}
 // CHECK:   func.func @attention_fwd(%{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding,
 // CHECK-COUNT-7: "stream.binding.subspan"
@@ -27,6 +29,8 @@
 // CHECK:     "stream.dispatch.workgroup.id"() {dimension = 0 : index}
 // CHECK:     "stream.dispatch.workgroup.id"() {dimension = 1 : index}
 // CHECK:     call @ragged_attention_bwd(
+// CHECK:   func.func private @ragged_segment_softmax(memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index, index) attributes {hal.import.static}
+// CHECK:     call @ragged_segment_softmax(
 // CHECK: hal.executable.objects = #hal.executable.objects<{#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64"> = [#hal.executable.object<{path = "ragged_kernels_x86_64_v3.o"}>]}>, sym_name = "ragged_kernels"
 // CHECK-NOT: "stream.executable"
 
@@ -179,4 +183,35 @@ func.func @f16_lse(%q: !ragged.tensor<?, [L], 2, 4, f16>, %k: !ragged.tensor<?, 
 func.func @bf16_grad_saved(%q: !ragged.tensor<?, [L], 2, 4, bf16>, %k: !ragged.tensor<?, [L], 2, 4, bf16>, %v: !ragged.tensor<?, [L], 2, 4, bf16>, %g: !ragged.tensor<?, [L], 2, 4, bf16>, %o: !ragged.tensor<?, [L], 2, 4, bf16>, %lse: !ragged.tensor<?, [L], 2, 1, bf16>) -> (!ragged.tensor<?, [L], 2, 4, bf16>, !ragged.tensor<?, [L], 2, 4, bf16>, !ragged.tensor<?, [L], 2, 4, bf16>) {
   %dq, %dk, %dv = ragged.attention_grad %q, %k, %v, %g output(%o : !ragged.tensor<?, [L], 2, 4, bf16>) lse(%lse : !ragged.tensor<?, [L], 2, 1, bf16>) {scale = 0.5 : f64, causal} : !ragged.tensor<?, [L], 2, 4, bf16>
   return %dq, %dk, %dv : !ragged.tensor<?, [L], 2, 4, bf16>, !ragged.tensor<?, [L], 2, 4, bf16>, !ragged.tensor<?, [L], 2, 4, bf16>
+}
+
+// A softmax over each item's rows: the values seen as [rows, 1, features],
+// one dispatch, one workgroup per item.
+// CHECK-LABEL: func.func @segment_softmax
+// CHECK:   %[[V:.+]] = ragged.values %arg0 : !ragged.tensor<?, [L], 2, 5, f32> -> tensor<?x2x5xf32>
+// CHECK:   %[[FLAT:.+]] = tensor.collapse_shape %[[V]] {{\[}}[0], [1, 2]] : tensor<?x2x5xf32> into tensor<?x10xf32>
+// CHECK:   %[[VIEW:.+]] = tensor.expand_shape %[[FLAT]] {{\[}}[0], [1, 2]] output_shape [%{{.+}}, 1, 10] : tensor<?x10xf32> into tensor<?x1x10xf32>
+// CHECK:   %[[OFF:.+]] = ragged.offsets %arg0["L"]
+// CHECK:   %[[ITEMS:.+]] = arith.subi
+// CHECK:   %[[OUT:.+]] = "flow.dispatch"(%[[ITEMS]], %{{.+}}, %[[VIEW]], %[[OFF]], %[[OFF]],
+// CHECK-SAME: entry_points = [@ragged_kernels::@segment_softmax]
+// CHECK-SAME: -> tensor<?x1x10xf32>
+// CHECK:   %[[ROWS:.+]] = tensor.collapse_shape %[[OUT]] {{\[}}[0], [1, 2]] : tensor<?x1x10xf32> into tensor<?x10xf32>
+// CHECK:   %[[BACK:.+]] = tensor.expand_shape %[[ROWS]] {{\[}}[0], [1, 2]] output_shape [%{{.+}}, 2, 5] : tensor<?x10xf32> into tensor<?x2x5xf32>
+// CHECK:   ragged.pack %[[BACK]][%[[OFF]]]
+func.func @segment_softmax(%x: !ragged.tensor<?, [L], 2, 5, f32>) -> !ragged.tensor<?, [L], 2, 5, f32> {
+  %y = ragged.softmax %x : !ragged.tensor<?, [L], 2, 5, f32>
+  return %y : !ragged.tensor<?, [L], 2, 5, f32>
+}
+
+// Over attention scores a softmax group is one query's keys: left alone,
+// as are f64 and a softmax over a dim nested in another.
+// CHECK-LABEL: func.func @softmax_left_alone
+// CHECK-COUNT-3: ragged.softmax
+// CHECK-NOT: flow.dispatch
+func.func @softmax_left_alone(%s: !ragged.tensor<?, [L], [L], 12, f32>, %d: !ragged.tensor<?, [L], 8, f64>, %n: !ragged.tensor<?, [S], [T(S)], 8, f32>) -> (!ragged.tensor<?, [L], [L], 12, f32>, !ragged.tensor<?, [L], 8, f64>, !ragged.tensor<?, [S], [T(S)], 8, f32>) {
+  %a = ragged.softmax %s : !ragged.tensor<?, [L], [L], 12, f32>
+  %b = ragged.softmax %d : !ragged.tensor<?, [L], 8, f64>
+  %c = ragged.softmax %n : !ragged.tensor<?, [S], [T(S)], 8, f32>
+  return %a, %b, %c : !ragged.tensor<?, [L], [L], 12, f32>, !ragged.tensor<?, [L], 8, f64>, !ragged.tensor<?, [S], [T(S)], 8, f32>
 }

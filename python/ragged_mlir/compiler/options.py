@@ -295,10 +295,13 @@ class CompileOptions:
         (``kernels/attention.c``), which reads the packed rows and offsets
         directly: no length buckets, each item costs its own L^2. It
         computes in f32: f16 and bf16 are widened before it and rounded
-        after. None picks it on CPU targets unless ``iree_attention``,
+        after. The same switch runs f32 softmax over a ragged dim of
+        ``[B, L(b), D...]`` on the library's segment softmax
+        (``kernels/softmax.c``, one workgroup per item). None picks the
+        kernels on CPU targets unless ``iree_attention``,
         ``attention_buckets`` or ``attention_scores_max_rows`` is given
         (they tune IREE's codegen); False keeps IREE's codegen; GPU
-        targets never use it.
+        targets never use them.
     attention_scores_max_rows: with ``iree_attention``, buckets of 32 up to
         this many rows (with more than one head) materialise their scores
         and run as two data-tiled contractions where the bucket's n H S^2
