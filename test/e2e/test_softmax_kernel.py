@@ -19,19 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import test_attention_kernel
 
 import ragged_mlir
 from ragged_mlir import CompileOptions, RaggedArray
 from ragged_mlir.compiler.options import _host_cpu_flags
 
-LENGTHS = {
-    "random": [5, 0, 37, 1, 64, 100, 0, 33],
-    "one-row": [1],
-    "single": [77],
-    "all-empty": [0, 0, 0],
-    "all-equal": [48] * 6,
-    "one-long": [3, 8192, 5, 0, 17],
-}
+#: The attention kernel's length distributions, and one 8192-row item among short ones.
+LENGTHS = {**test_attention_kernel.LENGTHS, "one-long": [3, 8192, 5, 0, 17]}
 #: Trailing dims: whole chunks, whole vectors and a tail, a tail alone, two dims.
 FEATURES = {"d384": (384,), "d40": (40,), "d10": (10,), "d2x5": (2, 5)}
 
