@@ -417,9 +417,9 @@ def ort_variants(comp: Compiled, make: Callable, first: torch.Tensor, mask: torc
     ]
 
 
-def hf_bert(layers: int, p: dict | None = None, prefix: str = ""):
+def hf_bert(layers: int, p: dict):
     """A Hugging Face BertModel in the W4 shape (eager attention, the graph
-    ORT's fusions match) holding ``p``'s encoder weights."""
+    ORT's fusions match) whose encoder holds ``p`` (make_encoder's parameters)."""
     from transformers import BertConfig as HFConfig
     from transformers import BertModel
 
@@ -432,9 +432,7 @@ def hf_bert(layers: int, p: dict | None = None, prefix: str = ""):
         attn_implementation="eager",
     )
     model = BertModel(cfg, add_pooling_layer=False).eval()
-    model.encoder.load_state_dict(
-        {k[len(prefix) :]: t for k, t in p.items() if k.startswith(prefix + "layer.")}
-    )
+    model.encoder.load_state_dict(p)
     return model
 
 
