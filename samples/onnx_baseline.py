@@ -114,16 +114,19 @@ class OrtBert:
 
 def length_sorted_buckets(first: np.ndarray, mask: np.ndarray, n: int = BUCKETS):
     """The padded batch ``first`` ``[B, L, ...]`` with its 0/1 ``mask`` ``[B, L]``
-    as ``n`` length-sorted buckets, each padded to its own longest item:
-    ``[(item indices, first, mask)]``."""
+    as up to ``n`` length-sorted buckets of ceil(B / n) items (as
+    bench/workloads.py's bucketed peer splits), each padded to its own
+    longest item: ``[(item indices, first, mask)]``."""
     lengths = mask.sum(1)
+    order = np.argsort(lengths, kind="stable")
+    size = max(-(-len(order) // n), 1)
     out = []
-    for idx in np.array_split(np.argsort(lengths, kind="stable"), n):
-        if len(idx):
-            longest = max(int(lengths[idx].max()), 1)
-            out.append(
-                (idx, np.ascontiguousarray(first[idx, :longest]), np.ascontiguousarray(mask[idx, :longest]))
-            )
+    for start in range(0, len(order), size):
+        idx = order[start : start + size]
+        longest = max(int(lengths[idx].max()), 1)
+        out.append(
+            (idx, np.ascontiguousarray(first[idx, :longest]), np.ascontiguousarray(mask[idx, :longest]))
+        )
     return out
 
 
