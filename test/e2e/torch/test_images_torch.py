@@ -36,6 +36,10 @@ SIZES = {
     "tiny": [(1, 1), (2, 1), (6, 5)],
     # At least one 4 x 4 patch per image, one image of 90 patches.
     "patches": [(4, 6), (40, 36), (8, 4)],
+    # Images that differ in one side only: the constructor makes that side
+    # alone ragged (layouts (2,) and (1,)), which the image ops convert.
+    "same-height": [(8, 5), (8, 13), (8, 0), (8, 1)],
+    "same-width": [(5, 7), (13, 7), (0, 7), (1, 7)],
 }
 
 
@@ -219,11 +223,13 @@ def _randomize_bn(model, seed=3):
 
 MODELS = {"cnn": SmallCNN, "resnet": TinyResNet, "vit": PatchViT}
 MODEL_SIZES = {
-    "cnn": ["random", "single", "one-large", "all-equal", "tiny"],
-    "resnet": ["random", "one-large", "all-equal", "tiny"],
+    "cnn": ["random", "single", "one-large", "all-equal", "tiny", "lines", "columns"],
+    "resnet": ["random", "one-large", "all-equal", "tiny", "lines", "columns"],
     # A patch grid of at least 1 x 1 per image.
-    "vit": ["random", "patches", "all-equal"],
+    "vit": ["random", "patches", "all-equal", "patch-lines"],
 }
+#: Sizes of whole models only (no empty image, whose output torch refuses).
+SIZES.update(lines=[(8, 5), (8, 13), (8, 1)], columns=[(5, 7), (13, 7), (1, 7)], **{"patch-lines": [(8, 4), (8, 20)]})
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -269,3 +275,75 @@ def test_conv_channel_mismatch_names_the_cause():
         ValueError, match=r"conv2d: weight \(8, 3, 3, 3\) with groups=1 expects 3 input channels"
     ):
         nn.Conv2d(3, 8, 3)(x)
+
+
+# --------------------------------------------------------------------------
+# The front door: one graph without fullgraph, clear errors for bad batches
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic", "default"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_model_is_one_graph_without_fullgraph(name, dynamic):
+    """``torch.compile(model, backend="ragged")`` as users call it, with no
+    Dynamo setting changed: a convolution's or a pool's output rows are a
+    size only the device knows, and Dynamo would break the graph there
+    (outside ``fullgraph=True``) unless the op's fake kernel says otherwise."""
+    torch.manual_seed(0)
+    model = _randomize_bn(MODELS[name]())
+    c = torch.compile(model, backend="ragged", dynamic=dynamic)
+    fallbacks = rb.stats["fallbacks"]
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    for sizes in ("random", "patches" if name == "vit" else "one-large"):
+        imgs = images(SIZES[sizes], seed=3)
+        want = torch.cat([model(img[None]) for img in imgs])
+        torch.testing.assert_close(c(NestedTensor(*imgs)), want, rtol=1e-4, atol=1e-5, msg=sizes)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert rb.stats["fallbacks"] == fallbacks
+
+
+def test_images_of_one_side_through_batch_norm():
+    """BatchNorm in eval scales the channel dim of every layout (values
+    ``[sum H, C, W]`` when only the heights differ), not the last one: with
+    3 channels and a side of 3 a wrong dim would go unnoticed by shape."""
+    bn = _randomize_bn(nn.Sequential(nn.BatchNorm2d(3)))
+    for sizes, layout in (([(5, 3), (13, 3), (1, 3)], (1,)), ([(3, 5), (3, 13), (3, 1)], (2,))):
+        imgs = images(sizes)
+        x = NestedTensor(*imgs)
+        assert x.ragged_dims == layout
+        out = bn(x)
+        for i, img in enumerate(imgs):
+            torch.testing.assert_close(out[i], bn(img[None])[0], msg=f"{layout} image {i}")
+
+
+CHANNEL_ERRORS = {
+    # Images of one size: the channel dim is the ragged one.
+    "one-size": ([(2, 8, 8), (4, 8, 8)], r"conv2d: expected images of 3 channels, got \[2, 4\]"),
+    "one-size-3-and-4": ([(3, 8, 8), (4, 8, 8)], r"conv2d: expected images of 3 channels, got \[3, 4\]"),
+    # Images of their own sizes: channels ragged beside a side.
+    "own-sizes": ([(3, 8, 8), (4, 8, 9)], r"conv2d: the images of a batch need one channel count .*got \[3, 4\]"),
+}
+
+
+@pytest.mark.parametrize("case", list(CHANNEL_ERRORS))
+def test_channel_counts_that_differ_name_the_cause(case):
+    shapes, message = CHANNEL_ERRORS[case]
+    x = NestedTensor(*[torch.randn(*s) for s in shapes])
+    with pytest.raises(ValueError, match=message):
+        nn.Conv2d(3, 8, 3)(x)
+
+
+@pytest.mark.parametrize("case", list(CHANNEL_ERRORS))
+def test_channel_counts_that_differ_name_the_cause_compiled(case):
+    """Under ``torch.compile`` the counts are device values: a ``ValueError``
+    where the trace can tell (a ragged channel dim beside a side; a channel
+    sum that is not B C), else a check on the device fails the call. Never
+    a silent answer for 2 + 4 channels read as two images of 3."""
+    shapes, _ = CHANNEL_ERRORS[case]
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    c = torch.compile(model, backend="ragged", dynamic=True)
+    x = NestedTensor(*[torch.randn(*s) for s in shapes])
+    error = RuntimeError if case == "one-size" else ValueError
+    with pytest.raises(error, match="conv2d: .*channel"):
+        c(x)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from ...windows import keeps_extent
 from .. import ops as _ops
+from ..ops.rules import segment_ids as _segment_ids
 from .common import _as_nested, _bind, _first_nt, _operand
 from .layout import _is_compiling
 from .per_item import _per_item_fn
@@ -29,13 +30,62 @@ def _is_regular_image(x: Any) -> bool:
     return isinstance(x, NestedTensor) and x._ragged == (0,) and x._item_rank() == 3
 
 
+def _channel_counts(nt: NestedTensor) -> str:
+    """The images' channel counts as the message of an error names them (the
+    host's item shapes; under a trace only that they differ)."""
+    if _is_compiling():
+        return "counts that differ"
+    return str(sorted({s[0] for s in nt._item_shapes()}))
+
+
 def _regular_batch(nt: NestedTensor, channels: int, fname: str) -> torch.Tensor:
-    """The dense ``[B, C, H, W]`` batch of images of one size."""
+    """The dense ``[B, C, H, W]`` batch of images of one size.
+
+    The channel counts are the offsets: eagerly they are checked on the host;
+    a trace checks that their sum is ``B C`` (a guard) and that each is ``C``
+    (a check on the device, which fails the call with the message)."""
+    counts = nt.offsets[1:] - nt.offsets[:-1]
+    expected = f"{fname}: expected images of {channels} channels"
     if not _is_compiling():
-        counts = nt.offsets[1:] - nt.offsets[:-1]
         if bool((counts != channels).any()):
-            raise ValueError(f"{fname}: expected images of {channels} channels, got {counts.tolist()}")
+            raise ValueError(f"{expected}, got {counts.tolist()}")
+    elif nt.values.shape[0] != counts.shape[0] * channels:
+        raise ValueError(f"{expected}, got {_channel_counts(nt)}")
+    else:
+        torch._assert_async((counts == channels).all(), f"{expected}; the batch's channel counts differ")
     return nt.values.reshape(-1, channels, *nt.values.shape[1:])
+
+
+def _as_image(x: Any, fname: str) -> Any:
+    """A NestedTensor of ``[C, H(b), W(b)]`` items in the image layout (ragged
+    dims (1, 2), values ``[sum H W, C]`` channels-last), also when the
+    images differ in one side only and the constructor made that side alone
+    ragged: ``(1,)``, values ``[sum H, C, W]``, is a copy in another order;
+    ``(2,)``, values ``[sum W, C, H]``, a gather of every image's pixels
+    row by row. Images of one size (``(0,)``) and anything else pass as
+    they are. A ragged channel dim next to a ragged side means the images'
+    channel counts differ: a ``ValueError`` that names them."""
+    if not isinstance(x, NestedTensor) or x._item_rank() != 3 or x._ragged in ((1, 2), (0,)):
+        return x
+    if 0 in x._ragged:
+        raise ValueError(
+            f"{fname}: the images of a batch need one channel count (their heights and widths may differ); "
+            f"got {_channel_counts(x)}"
+        )
+    values, offsets = x.values, x.offsets
+    rows, channels, side = values.shape
+    steps = torch.arange(offsets.shape[0], device=offsets.device, dtype=torch.int64)
+    pixels = values.permute(0, 2, 1).reshape(-1, channels)
+    if x._ragged == (1,):  # [sum H, C, W]: rows in (h, w) order already
+        heights, widths = offsets, steps * side
+    else:  # [sum W, C, H]: pixel (w, h) of an image at row (W0 + w) H + h; gather it at (h, w)
+        heights, widths = steps * side, offsets
+        starts = offsets * side
+        item = _segment_ids(starts, rows * side)
+        width = (offsets[1:] - offsets[:-1])[item]
+        local = torch.arange(rows * side, device=offsets.device) - starts[item]
+        pixels = pixels[(offsets[item] + local % width) * side + local // width]
+    return x._derive(pixels, ragged=(1, 2), offsets=offsets * side, partitions=[heights, widths], shapes=None)
 
 
 def _compiled_training(*tensors: Any) -> bool:
@@ -100,7 +150,7 @@ def _conv2d(func: Callable, args: tuple, kwargs: dict) -> Any:
     p = _bind(
         "conv2d", args, kwargs, names, {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
     )
-    nt, weight, bias = _as_nested(p["input"]), p["weight"], p["bias"]
+    nt, weight, bias = _as_image(_as_nested(p["input"]), "conv2d"), p["weight"], p["bias"]
     stride, dilation = _pair(p["stride"]), _pair(p["dilation"])
     padding = p["padding"]
     if padding == "valid":
@@ -163,7 +213,7 @@ def _pool2d(kind: str) -> Callable:
             defaults = {"stride": None, "padding": 0, "ceil_mode": False, "count_include_pad": True}
             defaults["divisor_override"] = None
         p = _bind(fname, args, kwargs, names, defaults)
-        nt = _as_nested(p["input"])
+        nt = _as_image(_as_nested(p["input"]), fname)
         kernel = _pair(p["kernel_size"])
         stride = kernel if p["stride"] is None or p["stride"] == [] else _pair(p["stride"])
         padding = _pair(p["padding"])
@@ -186,7 +236,7 @@ def _pool2d(kind: str) -> Callable:
 
 def _adaptive_avg_pool2d(func: Callable, args: tuple, kwargs: dict) -> Any:
     p = _bind("adaptive_avg_pool2d", args, kwargs, ("input", "output_size"), {})
-    nt = _as_nested(p["input"])
+    nt = _as_image(_as_nested(p["input"]), "adaptive_avg_pool2d")
     one = _pair(p["output_size"]) == [1, 1]
     if _is_regular_image(nt) and one:
         return nt.values.mean(dim=(1, 2)).reshape(nt.offsets.shape[0] - 1, -1, 1, 1)
@@ -223,7 +273,7 @@ def _image_group_norm(nt: NestedTensor, groups: int, weight, bias, eps: float, f
 def _group_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
     names = ("input", "num_groups", "weight", "bias", "eps")
     p = _bind("group_norm", args, kwargs, names, {"weight": None, "bias": None, "eps": 1e-5})
-    nt = _as_nested(p["input"])
+    nt = _as_image(_as_nested(p["input"]), "group_norm")
     if _is_regular_image(nt) and p["weight"] is not None:
         x = _regular_batch(nt, p["weight"].shape[0], "group_norm")
         return _from_regular(nt, F.group_norm(x, p["num_groups"], p["weight"], p["bias"], p["eps"]))
@@ -237,7 +287,7 @@ def _instance_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
     defaults = {"running_mean": None, "running_var": None, "weight": None, "bias": None}
     defaults.update({"use_input_stats": True, "momentum": 0.1, "eps": 1e-5})
     p = _bind("instance_norm", args, kwargs, names, defaults)
-    nt = _as_nested(p["input"])
+    nt = _as_image(_as_nested(p["input"]), "instance_norm")
     known = p["weight"] if p["weight"] is not None else p["running_mean"]
     if _is_regular_image(nt) and (known is not None or not _is_compiling()):
         channels = known.shape[0] if known is not None else int(nt.offsets[1] - nt.offsets[0])
@@ -365,7 +415,11 @@ def _batch_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
         shift = -p["running_mean"] * scale
         if p["bias"] is not None:
             shift = shift + p["bias"]
-        return nt._derive(nt.values * scale + shift)
+        # The channel dim is the values' dim 1 in every layout (the items'
+        # first dim, static): [rows, C] for images, [rows, C, W] when only
+        # the heights differ.
+        along = (-1,) + (1,) * (nt.values.dim() - 2)
+        return nt._derive(nt.values * scale.reshape(along) + shift.reshape(along))
     # The statistics of a channel over every real element: the packed rows are the batch.
     out = func(nt.values, *args[1:], **kwargs)
     return nt._derive(out)

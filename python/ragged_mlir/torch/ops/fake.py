@@ -12,7 +12,23 @@ from .rules import check_dropout
 
 
 def _dynamic_size() -> torch.SymInt:
-    return torch.library.get_ctx().new_dynamic_size()
+    """A fresh non-negative size symbol, also where the tracer was not told
+    to allow data-dependent output shapes.
+
+    Dynamo allows them only under ``fullgraph=True`` or its global
+    ``capture_dynamic_output_shape_ops``; otherwise ``new_dynamic_size``
+    raises and Dynamo breaks the graph at every convolution, pool or row
+    range. Our ops' sizes are exactly what the backend's lowering computes
+    on the device, so we allocate the symbol on the trace's own shape
+    environment: one graph, and the setting stays as it was for every other
+    op and every other program."""
+    ctx = torch.library.get_ctx()
+    env = getattr(ctx, "_shape_env", None)
+    if env is not None and not env.allow_dynamic_output_shape_ops:
+        from torch._library.fake_impl import allocate_size
+
+        return allocate_size(env)
+    return ctx.new_dynamic_size()
 
 
 def segment_reduce(values, offsets, kind, empty):

@@ -202,7 +202,7 @@ def _images(values: torch.Tensor, heights: torch.Tensor, widths: torch.Tensor) -
     ws = (widths[1:] - widths[:-1]).tolist()
     out, start = [], 0
     for h, w in zip(hs, ws, strict=True):
-        out.append(values[start : start + h * w].reshape(h, w, -1).permute(2, 0, 1)[None])
+        out.append(values[start : start + h * w].reshape(h, w, values.shape[1]).permute(2, 0, 1)[None])
         start += h * w
     return out
 
