@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Conversion/RaggedToLinalg/BucketedAttention.h"
+#include "passes/Conversion/RaggedToLinalg/LoweringUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/AsmParser/AsmParser.h"
@@ -58,57 +59,73 @@ constexpr int64_t kStrideQuantum = 1024, kStrideSkew = 16;
 /// The largest head sizes of the forward and of the gradients (RK_MAX_D,
 /// RK_MAX_BWD_D).
 constexpr int64_t kMaxHeadDim = 256, kMaxGradHeadDim = 128;
+/// Output pixels per workgroup of the convolution (RK_CONV_BLOCK), and the
+/// widest input it takes (RK_CONV_MAX_CIN).
+constexpr int64_t kConvBlockPixels = 64, kConvMaxChannels = 4096;
+/// The weight's output channels are padded to a multiple of this (16
+/// floats, the widest vector).
+constexpr int64_t kConvChannelQuantum = 16;
 
-/// The extent of a kernel buffer, from the dispatch's scalars.
-enum class Extent {
-  Rows,       // [rows, H, d]
-  Transposed, // [H, d, stride]
-  Stats,      // [H, stride]
-  RowStats,   // [rows, H]
-  Offsets,    // [items + 1] i64
-  Seed,       // [1] i64, or the offsets where nothing is dropped
-};
+/// A kernel scalar's type.
+enum class Scalar { Index, F32, I32 };
 
-/// One export of the kernel library: its C symbol and buffers (inputs, then
-/// results). Every export then takes the same scalars. Its workgroups are
-/// blocks of 32 packed rows (the workload: rows, heads; each takes every
-/// head), or with `perItem` one per item and head (the workload: items,
-/// heads).
+/// One export of the kernel library: its C symbol, its buffers (inputs, then
+/// results; `i64` marks the integer ones, the others are f32) and the
+/// scalars its kernel takes after them. Its workgroups are blocks of
+/// `blockRows` of the workload's x (one call each, given the block), or with
+/// `perItem` one per (x, y) of the workload (given both).
 struct KernelExport {
   StringLiteral name, symbol;
-  SmallVector<Extent> buffers;
+  SmallVector<bool> i64;
   unsigned results;
+  SmallVector<Scalar> scalars;
   bool perItem = false;
+  int64_t blockRows = kBlockRows;
 };
+
+/// The scalars of the attention and softmax kernels (SCALARS in
+/// kernels/vector.h): rows, heads, d, stride, scale, causal, dropout,
+/// threshold, keep.
+SmallVector<Scalar> attentionScalars() {
+  using S = Scalar;
+  return {S::Index, S::Index, S::Index, S::Index, S::F32,
+          S::Index, S::Index, S::I32,   S::F32};
+}
 
 /// The exports of the kernel library (`kernels/`).
 SmallVector<KernelExport> kernelExports() {
-  using E = Extent;
+  const bool F = false, I = true;
   return {
       {"attention_fwd",
        "ragged_attention_fwd",
-       {E::Rows, E::Transposed, E::Rows, E::Offsets, E::Seed, E::Rows,
-        E::RowStats},
-       2},
+       {F, F, F, I, I, F, F},
+       2,
+       attentionScalars()},
       {"attention_bwd",
        "ragged_attention_bwd",
-       {E::Rows, E::Rows, E::Rows, E::Transposed, E::Rows, E::Transposed,
-        E::Stats, E::Stats, E::Offsets, E::Seed, E::Rows, E::Rows, E::Rows},
+       {F, F, F, F, F, F, F, F, I, I, F, F, F},
        3,
+       attentionScalars(),
        /*perItem=*/true},
       // kernels/softmax.c, on rows seen as [rows, 1, features].
       {"segment_softmax",
        "ragged_segment_softmax",
-       {E::Rows, E::Offsets, E::Seed, E::Rows},
+       {F, I, I, F},
        1,
+       attentionScalars(),
        /*perItem=*/true},
+      // kernels/conv.c: x, w, bias, in_rows, heights, widths, out_rows,
+      // out_widths, out; output rows, cin, cout, the weight's padded cout,
+      // kh, kw, strides, padding, dilation.
+      {"conv2d",
+       "ragged_conv2d",
+       {F, F, F, I, I, I, I, I, F},
+       1,
+       SmallVector<Scalar>(12, Scalar::Index),
+       /*perItem=*/false,
+       kConvBlockPixels},
   };
 }
-
-// The dispatch scalars after the buffers: rows, heads, d, stride, items +
-// 1, seed size (index), scale (f32), causal, dropout (index), threshold
-// (i32), keep (f32). The kernels take them but for the two sizes, then the
-// workgroup's x (and y, per item).
 
 Operation *createByName(OpBuilder &b, Location loc, StringRef name,
                         ValueRange operands, TypeRange types,
@@ -124,11 +141,12 @@ Operation *createByName(OpBuilder &b, Location loc, StringRef name,
 }
 
 /// Adds export `e` to the executable body at `b`'s insertion point, and its
-/// function and kernel declaration to `inner`.
+/// function and kernel declaration to `inner`. The function takes the
+/// buffers, the number of elements of each, then the kernel's scalars.
 void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
                  const KernelExport &e) {
   MLIRContext *ctx = b.getContext();
-  Type index = b.getIndexType(), f32 = b.getF32Type(), i32 = b.getI32Type();
+  Type index = b.getIndexType();
   Operation *exp = createByName(
       b, loc, "stream.executable.export", {}, {},
       {b.getNamedAttr("sym_name", b.getStringAttr(e.name)),
@@ -145,58 +163,46 @@ void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
                    {wg->getArgument(0), wg->getArgument(1), one}, {});
     } else {
       Value x = arith::CeilDivUIOp::create(b, loc, wg->getArgument(0),
-                                           constIndex(b, loc, kBlockRows));
+                                           constIndex(b, loc, e.blockRows));
       createByName(b, loc, "stream.return", {x, one, one}, {});
     }
   }
 
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToEnd(inner.getBody());
-  auto f32Rows = MemRefType::get({ShapedType::kDynamic}, f32);
-  auto i64Rows = MemRefType::get({ShapedType::kDynamic}, b.getI64Type());
-  auto isIndex = [](Extent x) {
-    return x == Extent::Offsets || x == Extent::Seed;
-  };
+  SmallVector<Type> scalarTypes;
+  for (Scalar s : e.scalars)
+    scalarTypes.push_back(s == Scalar::Index ? index
+                          : s == Scalar::F32 ? Type(b.getF32Type())
+                                             : Type(b.getI32Type()));
   SmallVector<Type> kernelArgs;
-  for (Extent x : e.buffers)
-    kernelArgs.push_back(isIndex(x) ? i64Rows : f32Rows);
-  kernelArgs.append(
-      {index, index, index, index, f32, index, index, i32, f32, index});
-  if (e.perItem)
-    kernelArgs.push_back(index);
+  for (bool i64 : e.i64)
+    kernelArgs.push_back(
+        MemRefType::get({ShapedType::kDynamic},
+                        i64 ? Type(b.getI64Type()) : Type(b.getF32Type())));
+  llvm::append_range(kernelArgs, scalarTypes);
+  kernelArgs.append(e.perItem ? 2 : 1, index);
   auto kernel =
       func::FuncOp::create(b, loc, e.symbol, b.getFunctionType(kernelArgs, {}));
   kernel.setPrivate();
   kernel->setAttr("hal.import.static", b.getUnitAttr());
 
-  Type binding = parseType("!stream.binding", ctx);
-  unsigned n = e.buffers.size();
-  SmallVector<Type> args(n, binding);
-  args.append(
-      {index, index, index, index, index, index, f32, index, index, i32, f32});
+  unsigned n = e.i64.size();
+  SmallVector<Type> args(n, parseType("!stream.binding", ctx));
+  args.append(n, index);
+  llvm::append_range(args, scalarTypes);
   auto fn = func::FuncOp::create(b, loc, e.name, b.getFunctionType(args, {}));
   Block *entry = fn.addEntryBlock();
   b.setInsertionPointToStart(entry);
-  auto arg = [&](unsigned i) { return entry->getArgument(i); };
-  Value rows = arg(n), heads = arg(n + 1), d = arg(n + 2), stride = arg(n + 3);
-  Value rowSize = arith::MulIOp::create(b, loc, heads, d);
-  Value size[] = {
-      arith::MulIOp::create(b, loc, rows, rowSize),
-      arith::MulIOp::create(b, loc, rowSize, stride),
-      arith::MulIOp::create(b, loc, heads, stride),
-      arith::MulIOp::create(b, loc, rows, heads),
-      arg(n + 4),
-      arg(n + 5),
-  };
   Value c0 = constIndex(b, loc, 0);
   SmallVector<Value> callArgs;
-  for (auto [i, x] : llvm::enumerate(e.buffers))
-    callArgs.push_back(createByName(b, loc, "stream.binding.subspan",
-                                    {arg(i), c0, size[unsigned(x)]},
-                                    kernelArgs[i])
-                           ->getResult(0));
-  for (unsigned i : {0, 1, 2, 3, 6, 7, 8, 9, 10})
-    callArgs.push_back(arg(n + i));
+  for (unsigned i = 0; i < n; ++i)
+    callArgs.push_back(
+        createByName(b, loc, "stream.binding.subspan",
+                     {entry->getArgument(i), c0, entry->getArgument(n + i)},
+                     kernelArgs[i])
+            ->getResult(0));
+  llvm::append_range(callArgs, entry->getArguments().drop_front(2 * n));
   for (int64_t dim = 0; dim < (e.perItem ? 2 : 1); ++dim)
     callArgs.push_back(
         createByName(b, loc, "stream.dispatch.workgroup.id", {}, index,
@@ -204,6 +210,63 @@ void buildExport(OpBuilder &b, Location loc, ModuleOp inner,
             ->getResult(0));
   func::CallOp::create(b, loc, kernel, callArgs);
   func::ReturnOp::create(b, loc);
+}
+
+/// The number of elements of a tensor of `type`, whose dynamic extents are
+/// `dims` in order.
+Value numElements(OpBuilder &b, Location loc, RankedTensorType type,
+                  ValueRange dims) {
+  Value n = constIndex(b, loc, 1);
+  unsigned next = 0;
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    n = arith::MulIOp::create(b, loc, n,
+                              type.isDynamicDim(i)
+                                  ? dims[next++]
+                                  : constIndex(b, loc, type.getDimSize(i)));
+  return n;
+}
+
+/// A `flow.dispatch` of export `name` of the kernel library on `workload`
+/// (x, y), `buffers`, `scalars` (the kernel's), with results of
+/// `resultTypes` whose dynamic extents are `resultDims`.
+Operation *dispatchKernel(OpBuilder &b, Location loc, StringRef name,
+                          ArrayRef<Value> workload, ArrayRef<Value> buffers,
+                          ArrayRef<Value> scalars,
+                          ArrayRef<RankedTensorType> resultTypes,
+                          ArrayRef<Value> resultDims) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<Value> operands(buffers), argDims;
+  for (Value t : buffers) {
+    SmallVector<Value> dims = tensor::createDynamicDimValues(b, loc, t);
+    operands.push_back(
+        numElements(b, loc, cast<RankedTensorType>(t.getType()), dims));
+    llvm::append_range(argDims, dims);
+  }
+  ArrayRef<Value> rest = resultDims;
+  for (RankedTensorType t : resultTypes) {
+    unsigned dynamic = t.getNumDynamicDims();
+    operands.push_back(numElements(b, loc, t, rest.take_front(dynamic)));
+    rest = rest.drop_front(dynamic);
+  }
+  llvm::append_range(operands, scalars);
+  SmallVector<Value> all(workload);
+  llvm::append_range(all, operands);
+  llvm::append_range(all, argDims);
+  llvm::append_range(all, resultDims);
+  SmallVector<Type> types(resultTypes.begin(), resultTypes.end());
+  SmallVector<Attribute> ties(types.size(), b.getIndexAttr(-1));
+  return createByName(
+      b, loc, "flow.dispatch", all, types,
+      {b.getNamedAttr(
+           "entry_points",
+           b.getArrayAttr({SymbolRefAttr::get(
+               ctx, kExecutable, {FlatSymbolRefAttr::get(ctx, name)})})),
+       b.getNamedAttr("operandSegmentSizes",
+                      b.getDenseI32ArrayAttr({int32_t(workload.size()),
+                                              int32_t(operands.size()),
+                                              int32_t(argDims.size()),
+                                              int32_t(resultDims.size())})),
+       b.getNamedAttr("tied_operands", b.getArrayAttr(ties))});
 }
 
 /// The kernel library's executable, linking `ragged_kernels_<isa>.o` (found
@@ -356,37 +419,18 @@ struct Dispatches {
                       SmallVector<Value> buffers,
                       ArrayRef<RankedTensorType> resultTypes,
                       bool perItem = false) const {
-    MLIRContext *ctx = b.getContext();
     buffers.append({offsets, seed});
-    SmallVector<Value> operands(buffers);
-    operands.append(scalars);
-    SmallVector<Value> argDims, resultDims;
-    for (Value t : buffers)
-      llvm::append_range(argDims, tensor::createDynamicDimValues(b, loc, t));
+    SmallVector<Value> resultDims;
     for (RankedTensorType t : resultTypes)
       for (int64_t i = 0; i < t.getRank(); ++i)
         if (t.isDynamicDim(i))
           resultDims.push_back(i == 0 ? rows : i == 1 ? heads : d);
-    SmallVector<Value> all{rows, heads};
-    if (perItem)
-      all.front() =
-          arith::SubIOp::create(b, loc, offsetsSize, constIndex(b, loc, 1));
-    llvm::append_range(all, operands);
-    llvm::append_range(all, argDims);
-    llvm::append_range(all, resultDims);
-    SmallVector<Type> types(resultTypes.begin(), resultTypes.end());
-    SmallVector<Attribute> ties(types.size(), b.getIndexAttr(-1));
-    return createByName(
-        b, loc, "flow.dispatch", all, types,
-        {b.getNamedAttr(
-             "entry_points",
-             b.getArrayAttr({SymbolRefAttr::get(
-                 ctx, kExecutable, {FlatSymbolRefAttr::get(ctx, name)})})),
-         b.getNamedAttr("operandSegmentSizes",
-                        b.getDenseI32ArrayAttr({2, int32_t(operands.size()),
-                                                int32_t(argDims.size()),
-                                                int32_t(resultDims.size())})),
-         b.getNamedAttr("tied_operands", b.getArrayAttr(ties))});
+    Value x = perItem ? arith::SubIOp::create(b, loc, offsetsSize,
+                                              constIndex(b, loc, 1))
+                            .getResult()
+                      : rows;
+    return dispatchKernel(b, loc, name, {x, heads}, buffers, scalars,
+                          resultTypes, resultDims);
   }
 };
 
@@ -463,8 +507,6 @@ Dispatches prepare(OpBuilder &b, Location loc, Value query, Value q,
       x.heads,
       x.d,
       x.stride,
-      x.offsetsSize,
-      dimOf(b, loc, x.seed, 0),
       arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(scale))),
       constIndex(b, loc, causal ? 1 : 0),
       constIndex(b, loc, drops ? 1 : 0),
@@ -620,6 +662,96 @@ struct SoftmaxOnKernel : OpRewritePattern<SoftmaxOp> {
   }
 };
 
+/// ragged.conv2d (f32, groups 1) as a dispatch of `conv2d`: each output
+/// pixel's window read from the packed input, no window tile. The weight's
+/// and the bias's output channels are padded with zeros to a whole vector
+/// of the widest ISA.
+struct Conv2dOnKernel : OpRewritePattern<Conv2dOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(Conv2dOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = cast<RaggedTensorType>(op.getSource().getType());
+    auto resultType = cast<RaggedTensorType>(op.getType());
+    auto wType = cast<RankedTensorType>(op.getWeight().getType());
+    if (!type.getElementType().isF32() || op.getGroups() != 1 ||
+        !wType.hasStaticShape() || !type.isSingleLevel() ||
+        wType.getDimSize(2) > kConvMaxChannels)
+      return rewriter.notifyMatchFailure(
+          op, "the kernel takes f32 images, groups 1, a static weight and at "
+              "most 4096 input channels");
+    Location loc = op.getLoc();
+    auto c = [&](int64_t v) { return constIndex(rewriter, loc, v); };
+    Type f32 = rewriter.getF32Type();
+
+    // The input's partitions and the output's, per distinct symbol.
+    auto partitions = [&](RaggedTensorType t, Value ragged) {
+      SmallVector<Value> parts;
+      for (StringAttr sym : t.getDistinctSymbols())
+        parts.push_back(OffsetsOp::create(
+            rewriter, loc, t.getPartitionType(sym), ragged, sym));
+      return parts;
+    };
+    Packed in{type,
+              valuesOf(rewriter, loc, op.getSource(), type.getValuesType()),
+              partitions(type, op.getSource())};
+    std::array<WindowDim, 2> dims = op.getWindowDims();
+    Packed out{resultType, Value(), {}};
+    for (unsigned i = 0; i < 2; ++i) {
+      StringAttr sym = resultType.getSymbols()[i];
+      if (i == 1 && sym == resultType.getSymbols()[0])
+        break;
+      out.partitions.push_back(windowOffsets(
+          rewriter, loc, in.offsets(type.getSymbols()[i]), dims[i]));
+    }
+    Value inRows = Addressing(rewriter, loc, in).rowOffsets();
+    Value outRows = dims[0].keepsExtent() && dims[1].keepsExtent()
+                        ? inRows
+                        : Addressing(rewriter, loc, out).rowOffsets();
+    Value items = numSegments(rewriter, loc, outRows);
+    Value pixels = loadIndex(rewriter, loc, outRows, items);
+
+    // The weight [KH, KW, Cin, Cout] and bias [Cout], Cout padded to a
+    // multiple of every ISA's vector width.
+    int64_t cout = wType.getDimSize(3);
+    int64_t coutp = llvm::alignTo(cout, kConvChannelQuantum);
+    Value zero = floatConst(rewriter, loc, f32, 0.0);
+    auto padded = [&](Value t) {
+      auto tType = cast<RankedTensorType>(t.getType());
+      SmallVector<int64_t> shape(tType.getShape());
+      shape.back() = coutp;
+      return tensor::createPadHighOp(RankedTensorType::get(shape, f32), t, zero,
+                                     /*nofold=*/false, loc, rewriter, {});
+    };
+    Value weight = padded(op.getWeight());
+    Value bias = op.getBias()
+                     ? padded(op.getBias())
+                     : linalg::FillOp::create(
+                           rewriter, loc, zero,
+                           emptyTensor(rewriter, loc, {coutp}, f32, {}))
+                           .getResult(0);
+    auto [dy, dx] = dims;
+    auto outValues = RankedTensorType::get({ShapedType::kDynamic, cout}, f32);
+    Value result =
+        dispatchKernel(
+            rewriter, loc, "conv2d", {pixels, c(1)},
+            {in.values, weight, bias, inRows, in.offsets(type.getSymbols()[0]),
+             in.offsets(type.getSymbols()[1]), outRows,
+             out.offsets(resultType.getSymbols()[1])},
+            {pixels, c(wType.getDimSize(2)), c(cout), c(coutp), c(dy.kernel),
+             c(dx.kernel), c(dy.stride), c(dx.stride), c(dy.padding),
+             c(dx.padding), c(dy.dilation), c(dx.dilation)},
+            {outValues}, {pixels})
+            ->getResult(0);
+    if (result.getType() != resultType.getValuesType())
+      result = tensor::CastOp::create(rewriter, loc, resultType.getValuesType(),
+                                      result);
+    rewriter.replaceOp(
+        op, PackOp::create(rewriter, loc, resultType, result, out.partitions));
+    return success();
+  }
+};
+
 struct CpuAttentionKernelPass
     : ragged::impl::CpuAttentionKernelPassBase<CpuAttentionKernelPass> {
   using CpuAttentionKernelPassBase::CpuAttentionKernelPassBase;
@@ -643,8 +775,8 @@ struct CpuAttentionKernelPass
 
 void mlir::ragged::populateCpuAttentionKernelPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<AttentionOnKernel, AttentionGradOnKernel, SoftmaxOnKernel>(
-      patterns.getContext());
+  patterns.add<AttentionOnKernel, AttentionGradOnKernel, SoftmaxOnKernel,
+               Conv2dOnKernel>(patterns.getContext());
 }
 
 void mlir::ragged::addKernelExecutable(ModuleOp module, StringRef isa) {

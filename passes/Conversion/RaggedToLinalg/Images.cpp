@@ -31,44 +31,6 @@ namespace {
 auto par = utils::IteratorType::parallel;
 auto red = utils::IteratorType::reduction;
 
-/// Offsets of the output extents along one spatial dim, from the input's:
-/// the ops' extent rule per image (0 for an empty image).
-Value outputOffsets(OpBuilder &b, Location loc, Value inOffsets,
-                    const WindowDim &dim) {
-  if (dim.keepsExtent())
-    return inOffsets;
-  return exclusivePrefixSum(
-      b, loc, numSegments(b, loc, inOffsets),
-      [&](OpBuilder &nb, Location l, Value j) -> Value {
-        auto c = [&](int64_t v) { return constIndex(nb, l, v); };
-        Value next = arith::AddIOp::create(nb, l, j, c(1));
-        Value x =
-            arith::SubIOp::create(nb, l, loadIndex(nb, l, inOffsets, next),
-                                  loadIndex(nb, l, inOffsets, j));
-        Value span = arith::AddIOp::create(
-            nb, l, x, c(2 * dim.padding - dim.dilation * (dim.kernel - 1) - 1));
-        Value q = dim.ceil
-                      ? arith::CeilDivSIOp::create(nb, l, span, c(dim.stride))
-                            .getResult()
-                      : arith::FloorDivSIOp::create(nb, l, span, c(dim.stride))
-                            .getResult();
-        Value out = arith::AddIOp::create(nb, l, q, c(1));
-        if (dim.ceil) {
-          // The last window must start inside the image or its leading padding.
-          Value lastStart = arith::MulIOp::create(nb, l, q, c(dim.stride));
-          Value past = arith::CmpIOp::create(
-              nb, l, arith::CmpIPredicate::sge, lastStart,
-              arith::AddIOp::create(nb, l, x, c(dim.padding)));
-          out = arith::SelectOp::create(nb, l, past, q, out);
-        }
-        out = arith::MaxSIOp::create(nb, l, out, c(0));
-        Value empty =
-            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, x, c(0));
-        out = arith::SelectOp::create(nb, l, empty, c(0), out);
-        return arith::IndexCastOp::create(nb, l, nb.getI64Type(), out);
-      });
-}
-
 /// What the generics of one image op read to place an output pixel and its
 /// window: the image of every output pixel, and both images' row offsets
 /// and partitions.
@@ -86,7 +48,7 @@ struct ImageMap {
       if (i == 1 && sym == resultType.getSymbols()[0])
         break;
       out.partitions.push_back(
-          outputOffsets(b, loc, in.offsets(in.type.getSymbols()[i]), dims[i]));
+          windowOffsets(b, loc, in.offsets(in.type.getSymbols()[i]), dims[i]));
     }
     inRows = Addressing(b, loc, in).rowOffsets();
     bool kept = dims[0].keepsExtent() && dims[1].keepsExtent();

@@ -571,3 +571,39 @@ void lowering::assertAll(
     function_ref<Value(OpBuilder &, Location, Value)> pred) {
   cf::AssertOp::create(b, loc, allOf(b, loc, tensor, pred), message);
 }
+
+Value lowering::windowOffsets(OpBuilder &b, Location loc, Value inOffsets,
+                              const WindowDim &dim) {
+  if (dim.keepsExtent())
+    return inOffsets;
+  return exclusivePrefixSum(
+      b, loc, numSegments(b, loc, inOffsets),
+      [&](OpBuilder &nb, Location l, Value j) -> Value {
+        auto c = [&](int64_t v) { return constIndex(nb, l, v); };
+        Value next = arith::AddIOp::create(nb, l, j, c(1));
+        Value x =
+            arith::SubIOp::create(nb, l, loadIndex(nb, l, inOffsets, next),
+                                  loadIndex(nb, l, inOffsets, j));
+        Value span = arith::AddIOp::create(
+            nb, l, x, c(2 * dim.padding - dim.dilation * (dim.kernel - 1) - 1));
+        Value q = dim.ceil
+                      ? arith::CeilDivSIOp::create(nb, l, span, c(dim.stride))
+                            .getResult()
+                      : arith::FloorDivSIOp::create(nb, l, span, c(dim.stride))
+                            .getResult();
+        Value out = arith::AddIOp::create(nb, l, q, c(1));
+        if (dim.ceil) {
+          // The last window must start inside the image or its leading padding.
+          Value lastStart = arith::MulIOp::create(nb, l, q, c(dim.stride));
+          Value past = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::sge, lastStart,
+              arith::AddIOp::create(nb, l, x, c(dim.padding)));
+          out = arith::SelectOp::create(nb, l, past, q, out);
+        }
+        out = arith::MaxSIOp::create(nb, l, out, c(0));
+        Value empty =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, x, c(0));
+        out = arith::SelectOp::create(nb, l, empty, c(0), out);
+        return arith::IndexCastOp::create(nb, l, nb.getI64Type(), out);
+      });
+}

@@ -107,6 +107,11 @@ Value exclusivePrefixSum(
     OpBuilder &b, Location loc, Value n,
     function_ref<Value(OpBuilder &, Location, Value)> term);
 
+/// Offsets of a window op's output extents along one spatial dim, from the
+/// input's: the ops' extent rule per image (0 for an empty image).
+Value windowOffsets(OpBuilder &b, Location loc, Value inOffsets,
+                    const WindowDim &dim);
+
 /// An empty tensor of `shape` (dynamic extents taken from `dynSizes`).
 Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
                   Type elementType, ValueRange dynSizes);

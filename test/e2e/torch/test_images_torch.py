@@ -229,7 +229,9 @@ MODEL_SIZES = {
     "vit": ["random", "patches", "all-equal", "patch-lines"],
 }
 #: Sizes of whole models only (no empty image, whose output torch refuses).
-SIZES.update(lines=[(8, 5), (8, 13), (8, 1)], columns=[(5, 7), (13, 7), (1, 7)], **{"patch-lines": [(8, 4), (8, 20)]})
+SIZES.update(
+    lines=[(8, 5), (8, 13), (8, 1)], columns=[(5, 7), (13, 7), (1, 7)], **{"patch-lines": [(8, 4), (8, 20)]}
+)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -322,7 +324,10 @@ CHANNEL_ERRORS = {
     "one-size": ([(2, 8, 8), (4, 8, 8)], r"conv2d: expected images of 3 channels, got \[2, 4\]"),
     "one-size-3-and-4": ([(3, 8, 8), (4, 8, 8)], r"conv2d: expected images of 3 channels, got \[3, 4\]"),
     # Images of their own sizes: channels ragged beside a side.
-    "own-sizes": ([(3, 8, 8), (4, 8, 9)], r"conv2d: the images of a batch need one channel count .*got \[3, 4\]"),
+    "own-sizes": (
+        [(3, 8, 8), (4, 8, 9)],
+        r"conv2d: the images of a batch need one channel count .*got \[3, 4\]",
+    ),
 }
 
 
