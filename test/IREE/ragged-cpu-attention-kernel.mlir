@@ -20,6 +20,10 @@
 // CHECK:   }) {function_ref = @attention_bwd, sym_name = "attention_bwd", sym_visibility = "public"}
 // The segment softmax's too: a workgroup per item (its "heads" are 1).
 // CHECK:   }) {function_ref = @segment_softmax, sym_name = "segment_softmax", sym_visibility = "public"}
+// CHECK:   ^bb0(%[[PIXELS:.+]]: index, %{{.+}}: index):
+// CHECK:     %[[BLOCKS:.+]] = arith.ceildivui %[[PIXELS]], %c64
+// CHECK:     "stream.return"(%[[BLOCKS]], %c1{{.*}}, %c1{{.*}})
+// CHECK:   }) {function_ref = @conv2d, sym_name = "conv2d", sym_visibility = "public"}
 // CHECK:   func.func private @ragged_attention_fwd(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index) attributes {hal.import.static}
 // CHECK:   func.func @attention_fwd(%{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding,
 // CHECK-COUNT-7: "stream.binding.subspan"
@@ -31,12 +35,17 @@
 // CHECK:     call @ragged_attention_bwd(
 // CHECK:   func.func private @ragged_segment_softmax(memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index, index) attributes {hal.import.static}
 // CHECK:     call @ragged_segment_softmax(
+// The convolution's: a workgroup per 64 output pixels, twelve index scalars.
+// CHECK:   func.func private @ragged_conv2d(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xf32>, index, index, index, index, index, index, index, index, index, index, index, index, index) attributes {hal.import.static}
+// CHECK:     call @ragged_conv2d(
 // CHECK: hal.executable.objects = #hal.executable.objects<{#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64"> = [#hal.executable.object<{path = "ragged_kernels_x86_64_v3.o"}>]}>, sym_name = "ragged_kernels"
 // CHECK-NOT: "stream.executable"
 
 // ARM: #hal.executable.target<"llvm-cpu", "embedded-elf-arm_64"> = [#hal.executable.object<{path = "ragged_kernels_arm_64.o"}>]
 
-// The packed values and offsets go straight to the dispatch; the keys are
+// The packed values and offsets go straight to the dispatch, then the
+// number of elements of every buffer (inputs, then results), then the
+// kernel's scalars; the keys are
 // transposed to [H, d, stride] (stride: rows + 64 rounded up to 1024, plus
 // 16; zero tail); the flags are operands:
 // scale, causal, dropout, threshold, keep.
@@ -47,7 +56,7 @@
 // CHECK-DAG: %[[OFF:.+]] = ragged.offsets %arg0["L"]
 // CHECK: %[[T:.+]] = linalg.transpose ins(%[[K]] : tensor<?x2x4xf32>) outs(%{{.+}} : tensor<2x4x?xf32>) permutation = [1, 2, 0]
 // CHECK: %[[KT:.+]] = tensor.pad %[[T]] low[0, 0, 0] high[0, 0, %{{.+}}]
-// CHECK: %[[D:.+]]:2 = "flow.dispatch"(%{{.+}}, %{{.+}}, %[[Q]], %[[KT]], %[[V]], %[[OFF]], %[[OFF]], {{.*}}) {entry_points = [@ragged_kernels::@attention_fwd], operandSegmentSizes = array<i32: 2, 16, 5, 2>, tied_operands = [-1 : index, -1 : index]} : ({{.*}}) -> (tensor<?x2x4xf32>, tensor<?x2x1xf32>)
+// CHECK: %[[D:.+]]:2 = "flow.dispatch"(%{{.+}}, %{{.+}}, %[[Q]], %[[KT]], %[[V]], %[[OFF]], %[[OFF]], {{.*}}) {entry_points = [@ragged_kernels::@attention_fwd], operandSegmentSizes = array<i32: 2, 21, 5, 2>, tied_operands = [-1 : index, -1 : index]} : ({{.*}}) -> (tensor<?x2x4xf32>, tensor<?x2x1xf32>)
 // CHECK: %[[O:.+]] = ragged.pack %[[D]]#0[%[[OFF]]]
 // CHECK: return %[[O]]
 func.func @causal(%q: !ragged.tensor<?, [L], 2, 4, f32>, %k: !ragged.tensor<?, [L], 2, 4, f32>, %v: !ragged.tensor<?, [L], 2, 4, f32>) -> !ragged.tensor<?, [L], 2, 4, f32> {
@@ -214,4 +223,32 @@ func.func @softmax_left_alone(%s: !ragged.tensor<?, [L], [L], 12, f32>, %d: !rag
   %b = ragged.softmax %d : !ragged.tensor<?, [L], 8, f64>
   %c = ragged.softmax %n : !ragged.tensor<?, [S], [T(S)], 8, f32>
   return %a, %b, %c : !ragged.tensor<?, [L], [L], 12, f32>, !ragged.tensor<?, [L], 8, f64>, !ragged.tensor<?, [S], [T(S)], 8, f32>
+}
+
+// A convolution reads the packed pixels, the weight and bias with their
+// output channels padded with zeros to 16, the input's row offsets and
+// extents and the output's row offsets and widths (the window rule on the
+// device); the scalars: output pixels, Cin, Cout, padded Cout, the kernel,
+// strides, padding, dilation. The result takes the output partitions.
+// CHECK-LABEL: func.func @conv2d
+// CHECK-DAG: %[[X:.+]] = ragged.values %arg0 : !ragged.tensor<?, [H], [W], 3, f32> -> tensor<?x3xf32>
+// CHECK-DAG: %[[H:.+]] = ragged.offsets %arg0["H"]
+// CHECK-DAG: %[[W:.+]] = ragged.offsets %arg0["W"]
+// CHECK-DAG: %[[WT:.+]] = tensor.pad %arg1 low[0, 0, 0, 0] high[0, 0, 0, 12]
+// CHECK-DAG: %[[B:.+]] = tensor.pad %arg2 low[0] high[12]
+// CHECK: %[[Y:.+]] = "flow.dispatch"(%[[PIX:[^,]+]], %c1, %[[X]], %[[WT]], %[[B]], %[[INROWS:[^,]+]], %[[H]], %[[W]], %[[OUTROWS:[^,]+]], %[[WO:[^,]+]], {{.*}}, %[[PIX]], %c3, %c20, %c32, %c3, %c3, %c2, %c1, %c1, %c0, %c1, %c2, {{.*}}) {entry_points = [@ragged_kernels::@conv2d], operandSegmentSizes = array<i32: 2, 29, 6, 1>, tied_operands = [-1 : index]} : ({{.*}}) -> tensor<?x20xf32>
+// CHECK: ragged.pack %[[Y]][%{{.+}}, %[[WO]]] : tensor<?x20xf32>, tensor<?xi64>, tensor<?xi64> -> !ragged.tensor<?, [Ho], [Wo], 20, f32>
+func.func @conv2d(%x: !ragged.tensor<?, [H], [W], 3, f32>, %w: tensor<3x3x3x20xf32>, %b: tensor<20xf32>) -> !ragged.tensor<?, [Ho], [Wo], 20, f32> {
+  %y = ragged.conv2d %x, %w, %b {strides = array<i64: 2, 1>, padding = array<i64: 1, 0>, dilation = array<i64: 1, 2>} : !ragged.tensor<?, [H], [W], 3, f32>, tensor<3x3x3x20xf32>, tensor<20xf32> -> !ragged.tensor<?, [Ho], [Wo], 20, f32>
+  return %y : !ragged.tensor<?, [Ho], [Wo], 20, f32>
+}
+
+// Grouped, f64 or a runtime-sized weight: codegen's window tile.
+// CHECK-LABEL: func.func @conv2d_left_alone
+// CHECK-COUNT-2: ragged.conv2d
+// CHECK-NOT: flow.dispatch
+func.func @conv2d_left_alone(%x: !ragged.tensor<?, [H], [W], 4, f32>, %w: tensor<3x3x2x6xf32>, %d: !ragged.tensor<?, [H], [W], 4, f64>, %wd: tensor<1x1x4x2xf64>) -> (!ragged.tensor<?, [H], [W], 6, f32>, !ragged.tensor<?, [H], [W], 2, f64>) {
+  %g = ragged.conv2d %x, %w {padding = array<i64: 1, 1>, groups = 2 : i64} : !ragged.tensor<?, [H], [W], 4, f32>, tensor<3x3x2x6xf32> -> !ragged.tensor<?, [H], [W], 6, f32>
+  %f = ragged.conv2d %d, %wd : !ragged.tensor<?, [H], [W], 4, f64>, tensor<1x1x4x2xf64> -> !ragged.tensor<?, [H], [W], 2, f64>
+  return %g, %f : !ragged.tensor<?, [H], [W], 6, f32>, !ragged.tensor<?, [H], [W], 2, f64>
 }

@@ -1,0 +1,108 @@
+"""The CPU convolution (``kernels/conv.c``), reached from ``ragged.conv2d``
+(f32, groups 1) by ``ragged-cpu-attention-kernel``, the CPU default with the
+attention kernels (``CompileOptions.attention_kernel``).
+
+Against PyTorch's ``F.conv2d`` in float64 on every image alone: random
+sizes, empty images (0 x W and H x 0), one image, one large image among
+small ones (a workgroup's 64 pixels then span several images and rows),
+all of one size, images smaller than the window; the kernel's shapes: a
+7x7/2 stem on 3 channels, 3x3 with 130 input channels (two chunks of 128),
+output channels that fill four vectors and leave a tail (70), fewer than a
+vector (1, 17), 1x1/2, dilation and asymmetric padding, with and without a
+bias. The AVX2 object runs where the host has AVX2 and FMA. Every module is
+checked to lower its groups-1 convolutions, and only those, to the kernel;
+IREE's codegen stays behind ``attention_kernel=False``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_images import SIZES, Conv, Window, batch, check
+
+import ragged_mlir
+from ragged_mlir import CompileOptions, RaggedArray
+from ragged_mlir.compiler.options import _host_cpu_flags
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+CONVS = [
+    Conv("stem7x7_s2", Window((7, 7), (2, 2), (3, 3)), 3, 17, bias=True),
+    Conv("wide3x3", Window((3, 3), padding=(1, 1)), 130, 70),
+    Conv("one_out", Window((3, 3), (1, 2), (0, 1)), 5, 1, bias=True),
+    Conv("pointwise_s2", Window((1, 1), (2, 2)), 16, 64),
+    Conv("dilated", Window((3, 2), (2, 1), (2, 1), (2, 3)), 4, 33),
+    Conv("grouped", Window((3, 3), padding=(1, 1)), 4, 6, groups=2, bias=True),
+]
+#: test_images' batches, and one large image among small ones.
+KERNEL_SIZES = {**SIZES, "large_among_small": [(3, 2), (61, 47), (0, 4), (9, 1), (2, 2)]}
+
+
+def _module() -> str:
+    return "\n".join(op.func() for op in CONVS)
+
+
+@pytest.fixture(scope="module")
+def conv_module():
+    """``conv_module(cpu=None, kernel=True)``, compiled once each."""
+    cache: dict = {}
+
+    def get(cpu: str | None = None, kernel: bool = True):
+        if (cpu, kernel) not in cache:
+            options = CompileOptions(cpu=cpu, attention_kernel=kernel)
+            lowered = ragged_mlir.lower(_module(), options=options)
+            on_kernel = sum(op.groups == 1 for op in CONVS) if kernel else 0
+            assert lowered.count("@ragged_kernels::@conv2d") == on_kernel
+            cache[cpu, kernel] = ragged_mlir.compile(_module(), options=options)
+        return cache[cpu, kernel]
+
+    return get
+
+
+def _run(module, rng, sizes, op: Conv):
+    w = op.window
+    imgs = batch(rng, sizes, op.cin)
+    weight = rng.uniform(-1, 1, (*w.kernel, op.cin // op.groups, op.cout)).astype(np.float32)
+    bias = rng.uniform(-1, 1, op.cout).astype(np.float32)
+    x = RaggedArray.from_images(imgs)
+    before = (x.values.copy(), weight.copy(), bias.copy())
+    out = getattr(module, op.name)(*((x, weight, bias) if op.bias else (x, weight)))
+    for kept, now in zip(before, (x.values, weight, bias), strict=True):
+        np.testing.assert_array_equal(kept, now)
+    w64 = torch.from_numpy(weight.astype(np.float64)).permute(3, 2, 0, 1)
+    b64 = torch.from_numpy(bias.astype(np.float64)) if op.bias else None
+
+    def ref(t):
+        return F.conv2d(t, w64, b64, w.stride, w.padding, w.dilation, op.groups)
+
+    k = w.kernel[0] * w.kernel[1] * op.cin // op.groups
+    check(out, imgs, w, ref, dict(rtol=1e-5, atol=2e-6 * k))
+
+
+@pytest.mark.parametrize("sizes", list(KERNEL_SIZES))
+@pytest.mark.parametrize("op", CONVS, ids=[c.name for c in CONVS])
+def test_conv_kernel_matches_each_image(conv_module, rng, sizes, op):
+    _run(conv_module(), rng, KERNEL_SIZES[sizes], op)
+
+
+@pytest.mark.skipif(
+    not {"avx2", "fma"} <= _host_cpu_flags(), reason="the AVX2 object needs a host with AVX2 and FMA"
+)
+@pytest.mark.parametrize("op", CONVS, ids=[c.name for c in CONVS])
+def test_conv_kernel_avx2(conv_module, rng, op):
+    assert CompileOptions(cpu="haswell").kernel_isa == "x86_64_v3"
+    for sizes in ("random", "large_among_small"):
+        _run(conv_module("haswell"), rng, KERNEL_SIZES[sizes], op)
+
+
+@pytest.mark.parametrize("op", CONVS[:2], ids=[c.name for c in CONVS[:2]])
+def test_codegen_behind_the_flag(conv_module, rng, op):
+    _run(conv_module(kernel=False), rng, KERNEL_SIZES["large_among_small"], op)
+
+
+def test_wide_inputs_stay_on_codegen():
+    """More input channels than the kernel's zero row covers: codegen."""
+    wide = Conv("wide", Window((1, 1)), 4100, 8)
+    lowered = ragged_mlir.lower(wide.func(), options=CompileOptions(attention_kernel=True))
+    assert "@ragged_kernels::@conv2d" not in lowered
