@@ -623,7 +623,9 @@ def Ragged_Conv2dOp : Ragged_WindowOp<"conv2d"> {
     Lowered with work proportional to the output pixels: their windows are
     gathered into a dense `[pixels, KH * KW * Cin]` tile (zeros outside the
     image) and multiplied with the weight as one GEMM. A fixed number of
-    dispatches whatever the batch.
+    dispatches whatever the batch. On CPU targets an f32 convolution with
+    `groups = 1` runs on the kernel library instead
+    (`ragged-cpu-attention-kernel`): no window tile.
 
     ```mlir
     %y = ragged.conv2d %x, %w, %bias {strides = array<i64: 2, 2>, padding = array<i64: 1, 1>}

@@ -8,11 +8,12 @@
 // bias [coutp].
 //
 // A workgroup takes RK_CONV_BLOCK consecutive output pixels (of one image or
-// several). It walks them in runs of at most RK_CP pixels of one output row
-// and, for each chunk of RK_CV vectors of output channels and RK_CC input
-// channels, keeps RK_CP x RK_CV accumulators in registers: per input
-// channel of a tap, RK_CV weight vectors and RK_CP broadcast pixels, RK_CP x
-// RK_CV FMAs. A tap outside the image reads a row of zeros. The weights of a
+// several). It walks them in runs of RK_CP consecutive pixels (across output
+// rows and images: each pixel has its own image and window) and, for each
+// chunk of RK_CV vectors of output channels and RK_CC input channels, keeps
+// RK_CP x RK_CV accumulators in registers: per input channel of a tap,
+// RK_CV weight vectors and RK_CP broadcast pixels, RK_CP x RK_CV FMAs. A
+// tap outside a pixel's image reads a row of zeros. The weights of a
 // chunk (kh kw RK_CC coutp floats at most) stay in cache across the
 // workgroup's runs; the partial sums of one input-channel chunk go through
 // the output.
@@ -38,45 +39,49 @@
 
 static const float zeros[RK_CONV_MAX_CIN];
 
-/// Where a run of output pixels reads: the first input channel of each
-/// pixel's tap, or the zero row.
-struct run {
-  const float *image; // the image's first pixel
-  int64_t height, width, y, x0, n;
+/// An output pixel: its image and the input position of its window's
+/// first tap (which may lie in the padding).
+struct pixel {
+  const float *image; // the image's first input pixel
+  int64_t height, width, y, x;
 };
 
-/// One chunk: `nv` vectors of output channels from `co`, input channels
-/// [c0, c1), accumulated into `out` (rows of stride `cout`) or, for the
-/// first chunk, started from the bias.
+/// Whether input row iy, column ix lies in pixel q's image.
+static inline int inside(const struct pixel *q, int64_t iy, int64_t ix) {
+  return (uint64_t)iy < (uint64_t)q->height && (uint64_t)ix < (uint64_t)q->width;
+}
+
+/// One chunk of a run of `n` <= RK_CP consecutive output pixels `px`: `nv`
+/// vectors of output channels from `co`, input channels [c0, c1),
+/// accumulated into `out` (rows of stride `cout`) or, for the first chunk,
+/// started from the bias. A tap outside a pixel's image reads zeros.
 static inline __attribute__((always_inline)) void
-chunk(const struct run *r, const float *w, const float *bias, float *out,
-      int64_t cin, int64_t cout, int64_t coutp, int64_t kh, int64_t kw,
-      int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
-      int64_t co, int64_t c0, int64_t c1, const int nv) {
+chunk(const struct pixel *px, int n, const float *w, const float *bias,
+      float *out, int64_t cin, int64_t cout, int64_t coutp, int64_t kh,
+      int64_t kw, int64_t dh, int64_t dw, int64_t co, int64_t c0, int64_t c1,
+      const int nv) {
   vf acc[RK_CP][RK_CV];
   for (int i = 0; i < RK_CP; ++i)
     for (int v = 0; v < nv; ++v) {
       if (c0 == 0) {
         acc[i][v] = load(bias + co + v * RK_VL);
-      } else if (i < r->n && co + (v + 1) * RK_VL <= cout) {
+      } else if (i < n && co + (v + 1) * RK_VL <= cout) {
         acc[i][v] = load(out + i * cout + co + v * RK_VL);
       } else {
         acc[i][v] = splat(0.0f);
-        for (int l = 0; i < r->n && l < RK_VL && co + v * RK_VL + l < cout;
-             ++l)
+        for (int l = 0; i < n && l < RK_VL && co + v * RK_VL + l < cout; ++l)
           acc[i][v][l] = out[i * cout + co + v * RK_VL + l];
       }
     }
-  for (int64_t ky = 0; ky < kh; ++ky) {
-    int64_t iy = r->y * sh - ph + ky * dh;
-    if (iy < 0 || iy >= r->height)
-      continue;
-    const float *line = r->image + iy * r->width * cin;
+  for (int64_t ky = 0; ky < kh; ++ky)
     for (int64_t kx = 0; kx < kw; ++kx) {
       const float *src[RK_CP];
       for (int i = 0; i < RK_CP; ++i) {
-        int64_t ix = (r->x0 + i) * sw - pw + kx * dw;
-        src[i] = i < r->n && ix >= 0 && ix < r->width ? line + ix * cin : zeros;
+        const struct pixel *q = &px[i < n ? i : 0];
+        int64_t iy = q->y + ky * dh, ix = q->x + kx * dw;
+        src[i] = i < n && inside(q, iy, ix)
+                     ? q->image + (iy * q->width + ix) * cin
+                     : zeros;
       }
       const float *wt = w + (ky * kw + kx) * cin * coutp + co;
       for (int64_t c = c0; c < c1; ++c) {
@@ -90,8 +95,7 @@ chunk(const struct run *r, const float *w, const float *bias, float *out,
         }
       }
     }
-  }
-  for (int i = 0; i < r->n; ++i)
+  for (int i = 0; i < n; ++i)
     for (int v = 0; v < nv; ++v) {
       float *o = out + i * cout + co + v * RK_VL;
       if (co + (v + 1) * RK_VL <= cout)
@@ -102,7 +106,8 @@ chunk(const struct run *r, const float *w, const float *bias, float *out,
     }
 }
 
-/// Output pixels [p0, p1): plain pointers, for tests.
+/// Output pixels [p0, p1) (at most RK_CONV_BLOCK): plain pointers, for
+/// tests.
 void ragged_conv2d_pixels(const float *x, const float *w, const float *bias,
                           const int64_t *in_rows, const int64_t *heights,
                           const int64_t *widths, const int64_t *out_rows,
@@ -124,35 +129,31 @@ void ragged_conv2d_pixels(const float *x, const float *w, const float *bias,
     else
       hi = mid;
   }
-  // Runs of pixels of one output row, with their image.
-  struct run runs[RK_CONV_BLOCK];
-  int64_t starts[RK_CONV_BLOCK];
-  int count = 0;
-  for (int64_t b = lo, p = p0; p < p1;) {
+  // Each pixel's image and window origin; runs of RK_CP consecutive pixels
+  // may span output rows and images.
+  struct pixel px[RK_CONV_BLOCK];
+  int count = (int)(p1 - p0);
+  for (int64_t b = lo, k = 0; k < count; ++k) {
+    int64_t p = p0 + k;
     while (out_rows[b + 1] <= p)
       ++b;
     int64_t ow = out_widths[b + 1] - out_widths[b];
     int64_t local = p - out_rows[b];
-    struct run *r = &runs[count];
-    r->image = x + in_rows[b] * cin;
-    r->height = heights[b + 1] - heights[b];
-    r->width = widths[b + 1] - widths[b];
-    r->y = local / ow;
-    r->x0 = local % ow;
-    r->n = min64(min64(RK_CP, ow - r->x0), min64(p1, out_rows[b + 1]) - p);
-    starts[count++] = p;
-    p += r->n;
+    px[k] = (struct pixel){x + in_rows[b] * cin, heights[b + 1] - heights[b],
+                           widths[b + 1] - widths[b], local / ow * sh - ph,
+                           local % ow * sw - pw};
   }
   const int64_t step = RK_CV * RK_VL;
   for (int64_t c0 = 0; c0 < cin; c0 += RK_CC) {
     int64_t c1 = min64(c0 + RK_CC, cin);
     for (int64_t co = 0; co < cend; co += step) {
       int nv = (int)min64(RK_CV, (cend - co) / RK_VL);
-      for (int k = 0; k < count; ++k) {
-        float *o = out + starts[k] * cout;
+      for (int k = 0; k < count; k += RK_CP) {
+        int n = (int)min64(RK_CP, count - k);
+        float *o = out + (p0 + k) * cout;
 #define RK_CHUNK(NV)                                                           \
-  chunk(&runs[k], w, bias, o, cin, cout, coutp, kh, kw, sh, sw, ph, pw, dh,    \
-        dw, co, c0, c1, NV)
+  chunk(&px[k], n, w, bias, o, cin, cout, coutp, kh, kw, dh, dw, co, c0, c1,  \
+        NV)
         if (nv == RK_CV)
           RK_CHUNK(RK_CV);
 #if RK_CV > 2

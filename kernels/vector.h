@@ -108,9 +108,9 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 #define AT(name) (name##_data + name##_offset)
 #define ITEMS(offsets) (offsets##_size - 1)
 
-/// The scalars every entry point takes, after its buffers (those of
-/// ragged.attention; other kernels read the sizes they need), then the
-/// workgroup's x and y.
+/// The scalars the attention and softmax entry points take, after their
+/// buffers (those of ragged.attention; the softmax reads the sizes it
+/// needs), then the workgroup's x and y. Other kernels list their own.
 #define SCALARS                                                                \
   int64_t rows, int64_t heads, int64_t d, int64_t ts, float scale,             \
       int64_t causal, int64_t dropout, int32_t threshold, float keep,          \

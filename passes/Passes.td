@@ -59,7 +59,7 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
 }
 
 def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
-  let summary = "Runs ragged.attention, its gradient and the segment softmax on CPU as dispatches of our kernels";
+  let summary = "Runs ragged.attention, its gradient, the segment softmax and convolution on CPU as dispatches of our kernels";
   let description = [{
     The IREE-specific lowering of f32, f16 and bf16 attention for CPU
     targets, run before `ragged-attention-to-iree`. Each `ragged.attention`
@@ -90,7 +90,18 @@ def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
     cache after the first pass. Softmax over attention scores (two ragged
     dims) is left to `convert-ragged-to-linalg`.
 
-    The pass adds one `stream.executable @ragged_kernels` whose dispatch
+    An f32 `ragged.conv2d` with `groups = 1`, a static weight and at most
+    4096 input channels becomes one dispatch of `conv2d`
+    (`kernels/conv.c`), one workgroup per 64 packed output pixels: each
+    output pixel's window is read straight from the packed input (no
+    `[pixels, KH KW Cin]` tile), a few pixels of one output row times a few
+    vectors of output channels accumulated in registers, input channels in
+    chunks of 128. The weight and bias are padded with zeros to a multiple
+    of 16 output channels; the output partitions follow the op's extent
+    rule, computed on the device as `convert-ragged-to-linalg` does.
+
+    Every dispatch passes its buffers, the number of elements of each, then
+    the kernel's scalars. The pass adds one `stream.executable @ragged_kernels` whose dispatch
     functions call the kernels (`hal.import.static`) and whose
     `hal.executable.objects` name the object `ragged_kernels_<isa>.o`, which
     iree-compile finds on `--iree-hal-executable-object-search-path` (the

@@ -7,7 +7,9 @@
 // heads; the gradients: one per item and head), so every item costs its own
 // L(b)^2 and no bucket schedule is built. ragged.softmax over the ragged
 // dim of [B, L(b), D...] (f32) runs on kernels/softmax.c, one workgroup per
-// item. A dispatch is a `flow.dispatch`
+// item. ragged.conv2d (f32, groups 1) runs on kernels/conv.c, one workgroup
+// per 64 output pixels, each pixel's window read from the packed input. A
+// dispatch is a `flow.dispatch`
 // of the `stream.executable` @ragged_kernels, whose functions call the kernels
 // (`hal.import.static`) and whose object file IREE links into the
 // executable; both are built by name (IREE's dialects are not linked here),

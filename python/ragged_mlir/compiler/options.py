@@ -297,7 +297,9 @@ class CompileOptions:
         computes in f32: f16 and bf16 are widened before it and rounded
         after. The same switch runs f32 softmax over a ragged dim of
         ``[B, L(b), D...]`` on the library's segment softmax
-        (``kernels/softmax.c``, one workgroup per item). None picks the
+        (``kernels/softmax.c``, one workgroup per item) and f32 convolution
+        of images of their own sizes (groups 1) on its convolution
+        (``kernels/conv.c``, no window tile). None picks the
         kernels on CPU targets unless ``iree_attention``,
         ``attention_buckets`` or ``attention_scores_max_rows`` is given
         (they tune IREE's codegen); False keeps IREE's codegen; GPU
