@@ -204,11 +204,26 @@ def _conv2d_setup(ctx, inputs, output):
     ctx.args = (stride, padding, dilation, groups, bias is not None)
 
 
+def _keeps_extents(kernel, stride, padding, dilation) -> bool:
+    """Whether every image's output has its input's height and width."""
+    return all(stride[i] == 1 and 2 * padding[i] == dilation[i] * (kernel[i] - 1) for i in range(2))
+
+
 def _conv2d_backward(ctx, grad):
     values, heights, widths, weight = ctx.saved_tensors
     stride, padding, dilation, groups, has_bias = ctx.args
     kh, kw, ci, cout = weight.shape
     rows = grad.shape[0]
+    if groups == 1 and _keeps_extents([kh, kw], stride, padding, dilation):
+        # The input gradient is the convolution of the output gradient with
+        # the weight flipped and its channels swapped, at the same padding:
+        # the forward's op again (on CPU, the kernel library's), no scatter.
+        flipped = weight.flip(0, 1).transpose(2, 3).contiguous()
+        dvalues = conv2d(grad, heights, widths, flipped, None, [1, 1], padding, dilation, 1)
+        src, inside, _ = _taps(rows, heights, widths, [kh, kw], stride, padding, dilation, False)
+        cols = (values[src] * inside[..., None].to(values.dtype)).reshape(rows, kh * kw * ci)
+        dweight = (cols.t() @ grad).reshape(kh, kw, ci, cout)
+        return dvalues, None, None, dweight, grad.sum(0) if has_bias else None, None, None, None, None
     src, inside, _ = _taps(rows, heights, widths, [kh, kw], stride, padding, dilation, False)
     taps = kh * kw
     co = cout // groups
