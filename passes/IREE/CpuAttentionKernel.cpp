@@ -7,8 +7,9 @@
 // heads; the gradients: one per item and head), so every item costs its own
 // L(b)^2 and no bucket schedule is built. ragged.softmax over the ragged
 // dim of [B, L(b), D...] (f32) runs on kernels/softmax.c, one workgroup per
-// item. ragged.conv2d (f32, groups 1) runs on kernels/conv.c, one workgroup
-// per 64 output pixels, each pixel's window read from the packed input. A
+// item. ragged.conv2d (f32, groups 1) and ragged.pool2d (f32) run on
+// kernels/conv.c and kernels/pool.c, one workgroup per 64 output pixels,
+// each pixel's window read from the packed input. A
 // dispatch is a `flow.dispatch`
 // of the `stream.executable` @ragged_kernels, whose functions call the kernels
 // (`hal.import.static`) and whose object file IREE links into the
@@ -61,8 +62,9 @@ constexpr int64_t kStrideQuantum = 1024, kStrideSkew = 16;
 /// The largest head sizes of the forward and of the gradients (RK_MAX_D,
 /// RK_MAX_BWD_D).
 constexpr int64_t kMaxHeadDim = 256, kMaxGradHeadDim = 128;
-/// Output pixels per workgroup of the convolution (RK_CONV_BLOCK), and the
-/// widest input it takes (RK_CONV_MAX_CIN).
+/// Output pixels per workgroup of the convolution and the pooling
+/// (RK_CONV_BLOCK, RK_POOL_BLOCK), and the widest input the convolution
+/// takes (RK_CONV_MAX_CIN).
 constexpr int64_t kConvBlockPixels = 64, kConvMaxChannels = 4096;
 /// The weight's output channels are padded to a multiple of this (16
 /// floats, the widest vector).
@@ -122,6 +124,16 @@ SmallVector<KernelExport> kernelExports() {
       {"conv2d",
        "ragged_conv2d",
        {F, F, F, I, I, I, I, I, F},
+       1,
+       SmallVector<Scalar>(12, Scalar::Index),
+       /*perItem=*/false,
+       kConvBlockPixels},
+      // kernels/pool.c: x, in_rows, heights, widths, out_rows, out_widths,
+      // out; output rows, channels, the reduction (ReduceKind), whether a
+      // mean counts the padding, kh, kw, strides, padding, dilation.
+      {"pool2d",
+       "ragged_pool2d",
+       {F, I, I, I, I, I, F},
        1,
        SmallVector<Scalar>(12, Scalar::Index),
        /*perItem=*/false,
@@ -664,6 +676,71 @@ struct SoftmaxOnKernel : OpRewritePattern<SoftmaxOp> {
   }
 };
 
+/// What a window op's dispatch reads besides the pixels: the input's and
+/// the output's partitions and row offsets, and the output's pixel count.
+struct ImageOffsets {
+  Packed in, out;
+  Value inRows, outRows, pixels;
+};
+
+/// The offsets of window op `op` on `source` with result `resultType`: the
+/// output extents by the op's rule (as `convert-ragged-to-linalg` computes
+/// them), each image's first pixel in the input and in the output.
+ImageOffsets imageOffsets(PatternRewriter &rewriter, Location loc, Value source,
+                          RaggedTensorType resultType,
+                          std::array<WindowDim, 2> dims) {
+  auto type = cast<RaggedTensorType>(source.getType());
+  ImageOffsets x;
+  x.in.type = type;
+  x.in.values = valuesOf(rewriter, loc, source, type.getValuesType());
+  for (StringAttr sym : type.getDistinctSymbols())
+    x.in.partitions.push_back(OffsetsOp::create(
+        rewriter, loc, type.getPartitionType(sym), source, sym));
+  x.out.type = resultType;
+  for (unsigned i = 0; i < 2; ++i) {
+    StringAttr sym = resultType.getSymbols()[i];
+    if (i == 1 && sym == resultType.getSymbols()[0])
+      break;
+    x.out.partitions.push_back(windowOffsets(
+        rewriter, loc, x.in.offsets(type.getSymbols()[i]), dims[i]));
+  }
+  x.inRows = Addressing(rewriter, loc, x.in).rowOffsets();
+  x.outRows = dims[0].keepsExtent() && dims[1].keepsExtent()
+                  ? x.inRows
+                  : Addressing(rewriter, loc, x.out).rowOffsets();
+  x.pixels = loadIndex(rewriter, loc, x.outRows,
+                       numSegments(rewriter, loc, x.outRows));
+  return x;
+}
+
+/// Whether the window kernels take an op on `type`: f32 images of one
+/// level.
+bool kernelImages(RaggedTensorType type) {
+  return type.getElementType().isF32() && type.isSingleLevel();
+}
+
+/// Replaces window op `op` with the dispatch `result` (its values) packed
+/// with the output partitions.
+void replaceWithImages(PatternRewriter &rewriter, Operation *op, Value result,
+                       const ImageOffsets &x) {
+  Location loc = op->getLoc();
+  RankedTensorType valuesType = x.out.type.getValuesType();
+  if (result.getType() != valuesType)
+    result = tensor::CastOp::create(rewriter, loc, valuesType, result);
+  rewriter.replaceOp(
+      op, PackOp::create(rewriter, loc, x.out.type, result, x.out.partitions));
+}
+
+/// The sizes of a window: kernel, stride, padding and dilation, each along
+/// H then W.
+SmallVector<Value> windowScalars(PatternRewriter &rewriter, Location loc,
+                                 std::array<WindowDim, 2> dims) {
+  auto c = [&](int64_t v) { return constIndex(rewriter, loc, v); };
+  auto [dy, dx] = dims;
+  return {c(dy.kernel),  c(dx.kernel),  c(dy.stride),   c(dx.stride),
+          c(dy.padding), c(dx.padding), c(dy.dilation), c(dx.dilation)};
+}
+
 /// ragged.conv2d (f32, groups 1) as a dispatch of `conv2d`: each output
 /// pixel's window read from the packed input, no window tile. The weight's
 /// and the bias's output channels are padded with zeros to a whole vector
@@ -674,10 +751,8 @@ struct Conv2dOnKernel : OpRewritePattern<Conv2dOp> {
   LogicalResult matchAndRewrite(Conv2dOp op,
                                 PatternRewriter &rewriter) const override {
     auto type = cast<RaggedTensorType>(op.getSource().getType());
-    auto resultType = cast<RaggedTensorType>(op.getType());
     auto wType = cast<RankedTensorType>(op.getWeight().getType());
-    if (!type.getElementType().isF32() || op.getGroups() != 1 ||
-        !wType.hasStaticShape() || !type.isSingleLevel() ||
+    if (!kernelImages(type) || op.getGroups() != 1 || !wType.hasStaticShape() ||
         wType.getDimSize(2) > kConvMaxChannels)
       return rewriter.notifyMatchFailure(
           op, "the kernel takes f32 images, groups 1, a static weight and at "
@@ -685,33 +760,9 @@ struct Conv2dOnKernel : OpRewritePattern<Conv2dOp> {
     Location loc = op.getLoc();
     auto c = [&](int64_t v) { return constIndex(rewriter, loc, v); };
     Type f32 = rewriter.getF32Type();
-
-    // The input's partitions and the output's, per distinct symbol.
-    auto partitions = [&](RaggedTensorType t, Value ragged) {
-      SmallVector<Value> parts;
-      for (StringAttr sym : t.getDistinctSymbols())
-        parts.push_back(OffsetsOp::create(
-            rewriter, loc, t.getPartitionType(sym), ragged, sym));
-      return parts;
-    };
-    Packed in{type,
-              valuesOf(rewriter, loc, op.getSource(), type.getValuesType()),
-              partitions(type, op.getSource())};
     std::array<WindowDim, 2> dims = op.getWindowDims();
-    Packed out{resultType, Value(), {}};
-    for (unsigned i = 0; i < 2; ++i) {
-      StringAttr sym = resultType.getSymbols()[i];
-      if (i == 1 && sym == resultType.getSymbols()[0])
-        break;
-      out.partitions.push_back(windowOffsets(
-          rewriter, loc, in.offsets(type.getSymbols()[i]), dims[i]));
-    }
-    Value inRows = Addressing(rewriter, loc, in).rowOffsets();
-    Value outRows = dims[0].keepsExtent() && dims[1].keepsExtent()
-                        ? inRows
-                        : Addressing(rewriter, loc, out).rowOffsets();
-    Value items = numSegments(rewriter, loc, outRows);
-    Value pixels = loadIndex(rewriter, loc, outRows, items);
+    ImageOffsets x = imageOffsets(rewriter, loc, op.getSource(),
+                                  cast<RaggedTensorType>(op.getType()), dims);
 
     // The weight [KH, KW, Cin, Cout] and bias [Cout], Cout padded to a
     // multiple of every ISA's vector width.
@@ -732,24 +783,54 @@ struct Conv2dOnKernel : OpRewritePattern<Conv2dOp> {
                            rewriter, loc, zero,
                            emptyTensor(rewriter, loc, {coutp}, f32, {}))
                            .getResult(0);
-    auto [dy, dx] = dims;
+    SmallVector<Value> scalars{x.pixels, c(wType.getDimSize(2)), c(cout),
+                               c(coutp)};
+    llvm::append_range(scalars, windowScalars(rewriter, loc, dims));
     auto outValues = RankedTensorType::get({ShapedType::kDynamic, cout}, f32);
     Value result =
-        dispatchKernel(
-            rewriter, loc, "conv2d", {pixels, c(1)},
-            {in.values, weight, bias, inRows, in.offsets(type.getSymbols()[0]),
-             in.offsets(type.getSymbols()[1]), outRows,
-             out.offsets(resultType.getSymbols()[1])},
-            {pixels, c(wType.getDimSize(2)), c(cout), c(coutp), c(dy.kernel),
-             c(dx.kernel), c(dy.stride), c(dx.stride), c(dy.padding),
-             c(dx.padding), c(dy.dilation), c(dx.dilation)},
-            {outValues}, {pixels})
+        dispatchKernel(rewriter, loc, "conv2d", {x.pixels, c(1)},
+                       {x.in.values, weight, bias, x.inRows,
+                        x.in.offsets(type.getSymbols()[0]),
+                        x.in.offsets(type.getSymbols()[1]), x.outRows,
+                        x.out.offsets(x.out.type.getSymbols()[1])},
+                       scalars, {outValues}, {x.pixels})
             ->getResult(0);
-    if (result.getType() != resultType.getValuesType())
-      result = tensor::CastOp::create(rewriter, loc, resultType.getValuesType(),
-                                      result);
-    rewriter.replaceOp(
-        op, PackOp::create(rewriter, loc, resultType, result, out.partitions));
+    replaceWithImages(rewriter, op, result, x);
+    return success();
+  }
+};
+
+/// ragged.pool2d (f32) as a dispatch of `pool2d`: each output pixel's window
+/// reduced from the packed input.
+struct Pool2dOnKernel : OpRewritePattern<Pool2dOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(Pool2dOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = cast<RaggedTensorType>(op.getSource().getType());
+    if (!kernelImages(type))
+      return rewriter.notifyMatchFailure(op, "the kernel takes f32 images");
+    Location loc = op.getLoc();
+    auto c = [&](int64_t v) { return constIndex(rewriter, loc, v); };
+    std::array<WindowDim, 2> dims = op.getWindowDims();
+    ImageOffsets x = imageOffsets(rewriter, loc, op.getSource(),
+                                  cast<RaggedTensorType>(op.getType()), dims);
+    int64_t channels = type.getValuesType().getDimSize(1);
+    SmallVector<Value> scalars{x.pixels, c(channels),
+                               c(static_cast<int64_t>(op.getKind())),
+                               c(op.getCountIncludePad() ? 1 : 0)};
+    llvm::append_range(scalars, windowScalars(rewriter, loc, dims));
+    auto outValues = RankedTensorType::get({ShapedType::kDynamic, channels},
+                                           rewriter.getF32Type());
+    Value result =
+        dispatchKernel(rewriter, loc, "pool2d", {x.pixels, c(1)},
+                       {x.in.values, x.inRows,
+                        x.in.offsets(type.getSymbols()[0]),
+                        x.in.offsets(type.getSymbols()[1]), x.outRows,
+                        x.out.offsets(x.out.type.getSymbols()[1])},
+                       scalars, {outValues}, {x.pixels})
+            ->getResult(0);
+    replaceWithImages(rewriter, op, result, x);
     return success();
   }
 };
@@ -778,7 +859,7 @@ struct CpuAttentionKernelPass
 void mlir::ragged::populateCpuAttentionKernelPatterns(
     RewritePatternSet &patterns) {
   patterns.add<AttentionOnKernel, AttentionGradOnKernel, SoftmaxOnKernel,
-               Conv2dOnKernel>(patterns.getContext());
+               Conv2dOnKernel, Pool2dOnKernel>(patterns.getContext());
 }
 
 void mlir::ragged::addKernelExecutable(ModuleOp module, StringRef isa) {

@@ -24,6 +24,7 @@
 // CHECK:     %[[BLOCKS:.+]] = arith.ceildivui %[[PIXELS]], %c64
 // CHECK:     "stream.return"(%[[BLOCKS]], %c1{{.*}}, %c1{{.*}})
 // CHECK:   }) {function_ref = @conv2d, sym_name = "conv2d", sym_visibility = "public"}
+// CHECK:   }) {function_ref = @pool2d, sym_name = "pool2d", sym_visibility = "public"}
 // CHECK:   func.func private @ragged_attention_fwd(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index) attributes {hal.import.static}
 // CHECK:   func.func @attention_fwd(%{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding,
 // CHECK-COUNT-7: "stream.binding.subspan"
@@ -38,6 +39,8 @@
 // The convolution's: a workgroup per 64 output pixels, twelve index scalars.
 // CHECK:   func.func private @ragged_conv2d(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xf32>, index, index, index, index, index, index, index, index, index, index, index, index, index) attributes {hal.import.static}
 // CHECK:     call @ragged_conv2d(
+// CHECK:   func.func private @ragged_pool2d(memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xf32>, index, index, index, index, index, index, index, index, index, index, index, index, index) attributes {hal.import.static}
+// CHECK:     call @ragged_pool2d(
 // CHECK: hal.executable.objects = #hal.executable.objects<{#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64"> = [#hal.executable.object<{path = "ragged_kernels_x86_64_v3.o"}>]}>, sym_name = "ragged_kernels"
 // CHECK-NOT: "stream.executable"
 
@@ -243,12 +246,28 @@ func.func @conv2d(%x: !ragged.tensor<?, [H], [W], 3, f32>, %w: tensor<3x3x3x20xf
   return %y : !ragged.tensor<?, [Ho], [Wo], 20, f32>
 }
 
-// Grouped, f64 or a runtime-sized weight: codegen's window tile.
+// Pooling reads the packed pixels and the same offsets; the scalars:
+// output pixels, channels, the reduction (ReduceKind: mean is 1), whether
+// a mean counts the padding, the window. ceil_mode is the output extents'.
+// CHECK-LABEL: func.func @avg_pool
+// CHECK-DAG: %[[X:.+]] = ragged.values %arg0 : !ragged.tensor<?, [H], [W], 5, f32> -> tensor<?x5xf32>
+// CHECK-DAG: %[[H:.+]] = ragged.offsets %arg0["H"]
+// CHECK-DAG: %[[W:.+]] = ragged.offsets %arg0["W"]
+// CHECK: %[[Y:.+]] = "flow.dispatch"(%[[PIX:[^,]+]], %c1, %[[X]], %[[INROWS:[^,]+]], %[[H]], %[[W]], %[[OUTROWS:[^,]+]], %[[WO:[^,]+]], {{.*}}, %[[PIX]], %c5, %c1, %c1, %c3, %c3, %c2, %c2, %c1, %c1, %c1, %c1, {{.*}}) {entry_points = [@ragged_kernels::@pool2d], operandSegmentSizes = array<i32: 2, 25, 6, 1>, tied_operands = [-1 : index]} : ({{.*}}) -> tensor<?x5xf32>
+// CHECK: ragged.pack %[[Y]][%{{.+}}, %[[WO]]] : tensor<?x5xf32>, tensor<?xi64>, tensor<?xi64> -> !ragged.tensor<?, [Ho], [Wo], 5, f32>
+func.func @avg_pool(%x: !ragged.tensor<?, [H], [W], 5, f32>) -> !ragged.tensor<?, [Ho], [Wo], 5, f32> {
+  %y = ragged.pool2d <mean> %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1>, ceil_mode, count_include_pad} : !ragged.tensor<?, [H], [W], 5, f32> -> !ragged.tensor<?, [Ho], [Wo], 5, f32>
+  return %y : !ragged.tensor<?, [Ho], [Wo], 5, f32>
+}
+
+// Grouped or f64 convolutions and f64 pooling: codegen.
 // CHECK-LABEL: func.func @conv2d_left_alone
 // CHECK-COUNT-2: ragged.conv2d
+// CHECK: ragged.pool2d
 // CHECK-NOT: flow.dispatch
-func.func @conv2d_left_alone(%x: !ragged.tensor<?, [H], [W], 4, f32>, %w: tensor<3x3x2x6xf32>, %d: !ragged.tensor<?, [H], [W], 4, f64>, %wd: tensor<1x1x4x2xf64>) -> (!ragged.tensor<?, [H], [W], 6, f32>, !ragged.tensor<?, [H], [W], 2, f64>) {
+func.func @conv2d_left_alone(%x: !ragged.tensor<?, [H], [W], 4, f32>, %w: tensor<3x3x2x6xf32>, %d: !ragged.tensor<?, [H], [W], 4, f64>, %wd: tensor<1x1x4x2xf64>) -> (!ragged.tensor<?, [H], [W], 6, f32>, !ragged.tensor<?, [H], [W], 2, f64>, !ragged.tensor<?, [H], [W], 4, f64>) {
   %g = ragged.conv2d %x, %w {padding = array<i64: 1, 1>, groups = 2 : i64} : !ragged.tensor<?, [H], [W], 4, f32>, tensor<3x3x2x6xf32> -> !ragged.tensor<?, [H], [W], 6, f32>
   %f = ragged.conv2d %d, %wd : !ragged.tensor<?, [H], [W], 4, f64>, tensor<1x1x4x2xf64> -> !ragged.tensor<?, [H], [W], 2, f64>
-  return %g, %f : !ragged.tensor<?, [H], [W], 6, f32>, !ragged.tensor<?, [H], [W], 2, f64>
+  %p = ragged.pool2d <max> %d {kernel = array<i64: 3, 3>, padding = array<i64: 1, 1>} : !ragged.tensor<?, [H], [W], 4, f64> -> !ragged.tensor<?, [H], [W], 4, f64>
+  return %g, %f, %p : !ragged.tensor<?, [H], [W], 6, f32>, !ragged.tensor<?, [H], [W], 2, f64>, !ragged.tensor<?, [H], [W], 4, f64>
 }

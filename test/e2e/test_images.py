@@ -213,10 +213,9 @@ def test_conv2d(images, rng, sizes, op: Conv):
 
 
 @pytest.mark.parametrize("op", POOLS, ids=[p.name for p in POOLS])
-def test_pool2d(images, rng, sizes, op: Pool):
+def pool_reference(op: Pool):
+    """PyTorch's pooling of one image tensor ``[1, C, H, W]`` as ``op`` pools."""
     w = op.window
-    imgs = batch(rng, sizes, op.c)
-    out = getattr(images, op.name)(RaggedArray.from_images(imgs))
 
     def ref(t):
         if op.kind == "max":
@@ -229,7 +228,13 @@ def test_pool2d(images, rng, sizes, op: Pool):
             t, w.kernel, w.stride, w.padding, ceil_mode=w.ceil, count_include_pad=op.count_include_pad
         )
 
-    check(out, imgs, w, ref, dict(rtol=1e-5, atol=1e-5))
+    return ref
+
+
+def test_pool2d(images, rng, sizes, op: Pool):
+    imgs = batch(rng, sizes, op.c)
+    out = getattr(images, op.name)(RaggedArray.from_images(imgs))
+    check(out, imgs, op.window, pool_reference(op), dict(rtol=1e-5, atol=1e-5))
 
 
 # --------------------------------------------------------------------------
