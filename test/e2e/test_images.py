@@ -212,7 +212,6 @@ def test_conv2d(images, rng, sizes, op: Conv):
     check(out, imgs, w, ref, dict(rtol=1e-5, atol=2e-6 * k))
 
 
-@pytest.mark.parametrize("op", POOLS, ids=[p.name for p in POOLS])
 def pool_reference(op: Pool):
     """PyTorch's pooling of one image tensor ``[1, C, H, W]`` as ``op`` pools."""
     w = op.window
@@ -231,6 +230,7 @@ def pool_reference(op: Pool):
     return ref
 
 
+@pytest.mark.parametrize("op", POOLS, ids=[p.name for p in POOLS])
 def test_pool2d(images, rng, sizes, op: Pool):
     imgs = batch(rng, sizes, op.c)
     out = getattr(images, op.name)(RaggedArray.from_images(imgs))
