@@ -59,7 +59,7 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
 }
 
 def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
-  let summary = "Runs ragged.attention, its gradient, the segment softmax and convolution on CPU as dispatches of our kernels";
+  let summary = "Runs ragged.attention, its gradient, segment softmax and reductions, convolution and pooling on CPU as dispatches of our kernels";
   let description = [{
     The IREE-specific lowering of f32, f16 and bf16 attention for CPU
     targets, run before `ragged-attention-to-iree`. Each `ragged.attention`
@@ -88,9 +88,15 @@ def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
     chunk of features the maximum over the item's rows, the exponentials
     (computed once, stored, summed) and their scaling, the chunk read from
     cache after the first pass. Softmax over attention scores (two ragged
-    dims) is left to `convert-ragged-to-linalg`.
+    dims) is left to `convert-ragged-to-linalg`. An f32 `ragged.reduce`
+    (sum, mean, max, min) over the same dim becomes one dispatch of
+    `segment_reduce` (`kernels/reduce.c`), one workgroup per item, each
+    chunk of features reduced over the item's rows in registers (an empty
+    item takes the op's `empty`).
 
-    An f32 `ragged.conv2d` with `groups = 1`, a static weight and at most
+    An f32 `ragged.pool2d` becomes one dispatch of `pool2d`
+    (`kernels/pool.c`), each output pixel's window reduced from the packed
+    input. An f32 `ragged.conv2d` with `groups = 1`, a static weight and at most
     4096 input channels becomes one dispatch of `conv2d`
     (`kernels/conv.c`), one workgroup per 64 packed output pixels: each
     output pixel's window is read straight from the packed input (no

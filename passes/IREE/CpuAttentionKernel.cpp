@@ -1,20 +1,19 @@
-//===- CpuAttentionKernel.cpp - ragged attention on our CPU kernels -------===//
+//===- CpuAttentionKernel.cpp - ragged ops on our CPU kernels -------------===//
 //
 // ragged.attention and ragged.attention_grad (f32, f16, bf16) on CPU
 // targets run as custom IREE dispatches of our kernel library
 // (kernels/attention.c): the kernels read the packed rows and the offsets
 // directly (the forward: one workgroup per block of 32 packed rows, all
 // heads; the gradients: one per item and head), so every item costs its own
-// L(b)^2 and no bucket schedule is built. ragged.softmax over the ragged
-// dim of [B, L(b), D...] (f32) runs on kernels/softmax.c, one workgroup per
-// item. ragged.conv2d (f32, groups 1) and ragged.pool2d (f32) run on
-// kernels/conv.c and kernels/pool.c, one workgroup per 64 output pixels,
-// each pixel's window read from the packed input. A
-// dispatch is a `flow.dispatch`
-// of the `stream.executable` @ragged_kernels, whose functions call the kernels
-// (`hal.import.static`) and whose object file IREE links into the
-// executable; both are built by name (IREE's dialects are not linked here),
-// for IREE to parse.
+// L(b)^2 and no bucket schedule is built. ragged.softmax and ragged.reduce
+// over the ragged dim of [B, L(b), D...] (f32) run on kernels/softmax.c and
+// kernels/reduce.c, one workgroup per item. ragged.conv2d (f32, groups 1)
+// and ragged.pool2d (f32) run on kernels/conv.c and kernels/pool.c, one
+// workgroup per 64 output pixels, each pixel's window read from the packed
+// input. A dispatch is a `flow.dispatch` of the `stream.executable`
+// @ragged_kernels, whose functions call the kernels (`hal.import.static`)
+// and whose object file IREE links into the executable; both are built by
+// name (IREE's dialects are not linked here), for IREE to parse.
 //
 // Operands the kernels read across a block of rows are laid out transposed,
 // [H, d, stride] (and per-row statistics [H, stride]), with stride >= rows +
@@ -117,6 +116,14 @@ SmallVector<KernelExport> kernelExports() {
        {F, I, I, F},
        1,
        attentionScalars(),
+       /*perItem=*/true},
+      // kernels/reduce.c, on rows seen as [rows, f]: x, offsets, out; f,
+      // the reduction (ReduceKind), the value of an empty item.
+      {"segment_reduce",
+       "ragged_segment_reduce",
+       {F, I, F},
+       1,
+       {Scalar::Index, Scalar::Index, Scalar::F32},
        /*perItem=*/true},
       // kernels/conv.c: x, w, bias, in_rows, heights, widths, out_rows,
       // out_widths, out; output rows, cin, cout, the weight's padded cout,
@@ -676,6 +683,95 @@ struct SoftmaxOnKernel : OpRewritePattern<SoftmaxOp> {
   }
 };
 
+/// ragged.reduce over the ragged dim of `[B, L(b), D...]` (f32) as a
+/// dispatch of `segment_reduce`, one workgroup per item: the values
+/// `[rows, D...]` seen as `[rows, f]`, the result `[B, f]` seen as
+/// `[B, D...]`.
+struct ReduceOnKernel : OpRewritePattern<ReduceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReduceOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = cast<RaggedTensorType>(op.getSource().getType());
+    auto resultType = dyn_cast<RankedTensorType>(op.getType());
+    RankedTensorType valuesType = type.getValuesType();
+    if (!type.getElementType().isF32() || type.getLastRaggedDim() != 0 ||
+        type.getDistinctSymbols().size() != 1 || !resultType ||
+        llvm::any_of(valuesType.getShape().drop_front(), ShapedType::isDynamic))
+      return rewriter.notifyMatchFailure(
+          op, "the kernel takes f32 [B, L(b), D...] (one ragged dim, first, "
+              "static D)");
+    Location loc = op.getLoc();
+    auto c = [&](int64_t v) { return constIndex(rewriter, loc, v); };
+    Value values = valuesOf(rewriter, loc, op.getSource(), valuesType);
+    StringAttr symbol = type.getDistinctSymbols().front();
+    Value offsets = OffsetsOp::create(
+        rewriter, loc, type.getPartitionType(symbol), op.getSource(), symbol);
+    int64_t features = 1;
+    for (int64_t d : valuesType.getShape().drop_front())
+      features *= d;
+    // [rows, D...] -> [rows, f] (a rank-1 [rows] gains a unit dim).
+    SmallVector<ReassociationIndices> toRows{{0}, {}};
+    for (int64_t i = 1; i < valuesType.getRank(); ++i)
+      toRows.back().push_back(i);
+    Type f32 = rewriter.getF32Type();
+    auto rowsType =
+        RankedTensorType::get({ShapedType::kDynamic, features}, f32);
+    Value rows =
+        valuesType.getRank() == 1
+            ? tensor::ExpandShapeOp::create(
+                  rewriter, loc, rowsType, values,
+                  SmallVector<ReassociationIndices>{{0, 1}},
+                  ArrayRef<OpFoldResult>{
+                      tensor::getMixedSize(rewriter, loc, values, 0),
+                      rewriter.getIndexAttr(1)})
+                  .getResult()
+        : valuesType.getRank() == 2
+            ? values
+            : tensor::CollapseShapeOp::create(rewriter, loc, values, toRows)
+                  .getResult();
+    double empty = 0.0;
+    if (auto attr = op.getEmpty())
+      empty = cast<FloatAttr>(*attr).getValueAsDouble();
+    Value items = arith::SubIOp::create(rewriter, loc,
+                                        dimOf(rewriter, loc, offsets, 0), c(1));
+    auto outType = RankedTensorType::get({ShapedType::kDynamic, features}, f32);
+    Value out =
+        dispatchKernel(
+            rewriter, loc, "segment_reduce", {items, c(1)}, {rows, offsets},
+            {c(features), c(static_cast<int64_t>(op.getKind())),
+             arith::ConstantOp::create(rewriter, loc,
+                                       rewriter.getF32FloatAttr(float(empty)))},
+            {outType}, {items})
+            ->getResult(0);
+    // [B, f] -> the result's [B, D...].
+    SmallVector<OpFoldResult> sizes{OpFoldResult(items)};
+    for (int64_t d : resultType.getShape().drop_front())
+      sizes.push_back(rewriter.getIndexAttr(d));
+    Value result;
+    if (resultType.getRank() == 1)
+      result = tensor::CollapseShapeOp::create(
+          rewriter, loc, out, SmallVector<ReassociationIndices>{{0, 1}});
+    else if (resultType.getRank() == 2)
+      result = out;
+    else
+      result = tensor::ExpandShapeOp::create(
+          rewriter, loc,
+          RankedTensorType::get(
+              [&] {
+                SmallVector<int64_t> shape{ShapedType::kDynamic};
+                llvm::append_range(shape, resultType.getShape().drop_front());
+                return shape;
+              }(),
+              f32),
+          out, toRows, sizes);
+    if (result.getType() != resultType)
+      result = tensor::CastOp::create(rewriter, loc, resultType, result);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 /// What a window op's dispatch reads besides the pixels: the input's and
 /// the output's partitions and row offsets, and the output's pixel count.
 struct ImageOffsets {
@@ -859,7 +955,8 @@ struct CpuAttentionKernelPass
 void mlir::ragged::populateCpuAttentionKernelPatterns(
     RewritePatternSet &patterns) {
   patterns.add<AttentionOnKernel, AttentionGradOnKernel, SoftmaxOnKernel,
-               Conv2dOnKernel, Pool2dOnKernel>(patterns.getContext());
+               ReduceOnKernel, Conv2dOnKernel, Pool2dOnKernel>(
+      patterns.getContext());
 }
 
 void mlir::ragged::addKernelExecutable(ModuleOp module, StringRef isa) {

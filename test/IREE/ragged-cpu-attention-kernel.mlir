@@ -20,6 +20,7 @@
 // CHECK:   }) {function_ref = @attention_bwd, sym_name = "attention_bwd", sym_visibility = "public"}
 // The segment softmax's too: a workgroup per item (its "heads" are 1).
 // CHECK:   }) {function_ref = @segment_softmax, sym_name = "segment_softmax", sym_visibility = "public"}
+// CHECK:   }) {function_ref = @segment_reduce, sym_name = "segment_reduce", sym_visibility = "public"}
 // CHECK:   ^bb0(%[[PIXELS:.+]]: index, %{{.+}}: index):
 // CHECK:     %[[BLOCKS:.+]] = arith.ceildivui %[[PIXELS]], %c64
 // CHECK:     "stream.return"(%[[BLOCKS]], %c1{{.*}}, %c1{{.*}})
@@ -36,6 +37,8 @@
 // CHECK:     call @ragged_attention_bwd(
 // CHECK:   func.func private @ragged_segment_softmax(memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xf32>, index, index, index, index, f32, index, index, i32, f32, index, index) attributes {hal.import.static}
 // CHECK:     call @ragged_segment_softmax(
+// CHECK:   func.func private @ragged_segment_reduce(memref<?xf32>, memref<?xi64>, memref<?xf32>, index, index, f32, index, index) attributes {hal.import.static}
+// CHECK:     call @ragged_segment_reduce(
 // The convolution's: a workgroup per 64 output pixels, twelve index scalars.
 // CHECK:   func.func private @ragged_conv2d(memref<?xf32>, memref<?xf32>, memref<?xf32>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xi64>, memref<?xf32>, index, index, index, index, index, index, index, index, index, index, index, index, index) attributes {hal.import.static}
 // CHECK:     call @ragged_conv2d(
@@ -214,6 +217,25 @@ func.func @bf16_grad_saved(%q: !ragged.tensor<?, [L], 2, 4, bf16>, %k: !ragged.t
 func.func @segment_softmax(%x: !ragged.tensor<?, [L], 2, 5, f32>) -> !ragged.tensor<?, [L], 2, 5, f32> {
   %y = ragged.softmax %x : !ragged.tensor<?, [L], 2, 5, f32>
   return %y : !ragged.tensor<?, [L], 2, 5, f32>
+}
+
+// A reduction over each item's rows: the values seen as [rows, features],
+// one workgroup per item; the scalars: features, the reduction (ReduceKind:
+// max is 2), the value of an empty item. The result [B, f] is seen as the
+// op's [B, D...].
+// CHECK-LABEL: func.func @segment_max
+// CHECK-DAG: %[[V:.+]] = ragged.values %arg0 : !ragged.tensor<?, [L], 2, 5, f32> -> tensor<?x2x5xf32>
+// CHECK-DAG: %[[OFF:.+]] = ragged.offsets %arg0["L"]
+// CHECK-DAG: %[[FLAT:.+]] = tensor.collapse_shape %[[V]] {{\[}}[0], [1, 2]] : tensor<?x2x5xf32> into tensor<?x10xf32>
+// CHECK-DAG: %[[EMPTY:.+]] = arith.constant 0xFF800000 : f32
+// CHECK-DAG: %[[ITEMS:.+]] = arith.subi
+// CHECK:   %[[OUT:.+]] = "flow.dispatch"(%[[ITEMS]], %c1, %[[FLAT]], %[[OFF]], {{.*}}, %c10, %c2, %[[EMPTY]], {{.*}}) {entry_points = [@ragged_kernels::@segment_reduce]
+// CHECK-SAME: -> tensor<?x10xf32>
+// CHECK:   %[[R:.+]] = tensor.expand_shape %[[OUT]] {{\[}}[0], [1, 2]] output_shape [%[[ITEMS]], 2, 5] : tensor<?x10xf32> into tensor<?x2x5xf32>
+// CHECK:   return %[[R]]
+func.func @segment_max(%x: !ragged.tensor<?, [L], 2, 5, f32>) -> tensor<?x2x5xf32> {
+  %y = ragged.reduce <max> %x empty(0xFF800000 : f32) : !ragged.tensor<?, [L], 2, 5, f32> -> tensor<?x2x5xf32>
+  return %y : tensor<?x2x5xf32>
 }
 
 // Over attention scores a softmax group is one query's keys: left alone,

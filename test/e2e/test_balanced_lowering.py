@@ -207,15 +207,16 @@ def test_cpu_workgroups_take_whole_rows():
       %y = ragged.softmax %x : !ragged.tensor<?, [L], 8, f32>
       return %s, %y : tensor<?x8xf32>, !ragged.tensor<?, [L], 8, f32>
     }"""
-    # The softmax on IREE's codegen (on CPU it runs on our kernel by default).
+    # The sum and the softmax on IREE's codegen (on CPU they run on our
+    # kernels by default).
     cpu = ragged_mlir.lower(text, options=CompileOptions(target="llvm-cpu", attention_kernel=False))
     configs = re.findall(r"lowering_config<distribution = \[([0-9, ]*)\]", cpu)
     # The sum's tiles, the softmax's two tile generics and its output.
     assert configs == ["16, 0"] * 4, configs
     assert "ragged.whole_rows" not in cpu
     default = ragged_mlir.lower(text, options=CompileOptions(target="llvm-cpu"))
-    assert re.findall(r"lowering_config<distribution = \[([0-9, ]*)\]", default) == ["16, 0"]
-    assert "@ragged_kernels::@segment_softmax" in default
+    assert "lowering_config" not in default
+    assert "@ragged_kernels::@segment_softmax" in default and "@ragged_kernels::@segment_reduce" in default
     cuda = ragged_mlir.lower(text, options=CompileOptions(target="cuda"))
     assert "compilation_info" not in cuda
 

@@ -47,6 +47,7 @@ from references import (
     ref_softmax,
 )
 
+import ragged_mlir
 from ragged_mlir import RaggedArray
 
 F32 = np.float32
@@ -297,9 +298,14 @@ def _reduce_module() -> str:
 REDUCE = _reduce_module()
 
 
-@pytest.fixture(scope="module")
-def red(compiled):
-    return compiled(REDUCE)
+@pytest.fixture(scope="module", params=["default", "codegen"])
+def red(request, compiled):
+    """The module as compiled by default (on CPU, the reductions run on the
+    kernel library) and with IREE's codegen (``attention_kernel=False``,
+    what GPU targets run)."""
+    if request.param == "default":
+        return compiled(REDUCE)
+    return ragged_mlir.compile(REDUCE, options=ragged_mlir.CompileOptions(attention_kernel=False))
 
 
 def test_matmul_rank2(red, rng, ragged, lengths):

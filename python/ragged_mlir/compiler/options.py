@@ -297,9 +297,11 @@ class CompileOptions:
         computes in f32: f16 and bf16 are widened before it and rounded
         after. The same switch runs f32 softmax over a ragged dim of
         ``[B, L(b), D...]`` on the library's segment softmax
-        (``kernels/softmax.c``, one workgroup per item) and f32 convolution
-        of images of their own sizes (groups 1) on its convolution
-        (``kernels/conv.c``, no window tile). None picks the
+        (``kernels/softmax.c``, one workgroup per item), f32 sum, mean, max
+        and min over that dim on its segment reductions
+        (``kernels/reduce.c``), and f32 convolution (groups 1) and pooling of
+        images of their own sizes on its window kernels (``kernels/conv.c``,
+        ``kernels/pool.c``: no window tile). None picks the
         kernels on CPU targets unless ``iree_attention``,
         ``attention_buckets`` or ``attention_scores_max_rows`` is given
         (they tune IREE's codegen); False keeps IREE's codegen; GPU
