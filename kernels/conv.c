@@ -120,20 +120,11 @@ void ragged_conv2d_pixels(const float *x, const float *w, const float *bias,
     return;
   // The output channels computed: whole vectors.
   int64_t cend = (cout + RK_VL - 1) / RK_VL * RK_VL;
-  // The image of p0: the last b with out_rows[b] <= p0.
-  int64_t lo = 0, hi = items;
-  while (hi - lo > 1) {
-    int64_t mid = (lo + hi) / 2;
-    if (out_rows[mid] <= p0)
-      lo = mid;
-    else
-      hi = mid;
-  }
   // Each pixel's image and window origin; runs of RK_CP consecutive pixels
   // may span output rows and images.
   struct pixel px[RK_CONV_BLOCK];
   int count = (int)(p1 - p0);
-  for (int64_t b = lo, k = 0; k < count; ++k) {
+  for (int64_t b = segment_of(out_rows, items, p0), k = 0; k < count; ++k) {
     int64_t p = p0 + k;
     while (out_rows[b + 1] <= p)
       ++b;

@@ -19,21 +19,6 @@
 
 #define RK_POOL_BLOCK 64 // output pixels per workgroup
 
-enum { RK_SUM = 0, RK_MEAN = 1, RK_MAX = 2, RK_MIN = 3 }; // ReduceKind
-
-static inline vf combine(vf a, vf b, int64_t kind) {
-  if (kind == RK_MAX)
-    return __builtin_elementwise_maximum(a, b);
-  if (kind == RK_MIN)
-    return __builtin_elementwise_minimum(a, b);
-  return a + b;
-}
-
-static inline float combine1(float a, float b, int64_t kind) {
-  vf r = combine(splat(a), splat(b), kind);
-  return r[0];
-}
-
 /// The window [start, end) along one dim clipped to what a mean divides by.
 static inline int64_t span(int64_t start, int64_t extent, int64_t k,
                            int64_t p, int64_t include_pad) {
@@ -57,15 +42,7 @@ void ragged_pool2d_pixels(const float *x, const int64_t *in_rows,
     return;
   float inf = __builtin_inff();
   float identity = kind == RK_MAX ? -inf : kind == RK_MIN ? inf : 0.0f;
-  int64_t lo = 0, hi = items; // the image of p0
-  while (hi - lo > 1) {
-    int64_t mid = (lo + hi) / 2;
-    if (out_rows[mid] <= p0)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  for (int64_t b = lo, p = p0; p < p1; ++p) {
+  for (int64_t b = segment_of(out_rows, items, p0), p = p0; p < p1; ++p) {
     while (out_rows[b + 1] <= p)
       ++b;
     int64_t ow = out_widths[b + 1] - out_widths[b], local = p - out_rows[b];

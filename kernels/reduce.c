@@ -19,16 +19,6 @@
 #define RK_RC (4 * RK_VL) // features per chunk: four vectors
 #define RK_SUM_ROWS 128
 
-enum { RK_SUM = 0, RK_MEAN = 1, RK_MAX = 2, RK_MIN = 3 }; // ReduceKind
-
-static inline vf combine(vf a, vf b, int64_t kind) {
-  if (kind == RK_MAX)
-    return __builtin_elementwise_maximum(a, b);
-  if (kind == RK_MIN)
-    return __builtin_elementwise_minimum(a, b);
-  return a + b;
-}
-
 /// `nv` vectors (nv <= 4) of features from c over rows [r0, r1) into out.
 static inline __attribute__((always_inline)) void
 chunk(const float *x, float *out, int64_t f, int64_t c, int64_t r0,
@@ -87,8 +77,7 @@ void ragged_segment_reduce_item(const float *x, const int64_t *offsets,
     for (int64_t b = r0; b < r1; b += RK_SUM_ROWS) {
       float part = kind == RK_MAX || kind == RK_MIN ? acc : 0.0f;
       for (int64_t r = b; r < r1 && r < b + RK_SUM_ROWS; ++r) {
-        vf m = combine(splat(part), splat(x[r * f + c]), kind);
-        part = m[0];
+        part = combine1(part, x[r * f + c], kind);
       }
       acc = kind == RK_MAX || kind == RK_MIN ? part : acc + part;
     }

@@ -99,6 +99,41 @@ static inline float log2s(float x) {
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/// The reductions of ragged.reduce and ragged.pool2d (ReduceKind's values).
+enum { RK_SUM = 0, RK_MEAN = 1, RK_MAX = 2, RK_MIN = 3 };
+
+/// One step of reduction `kind` (a sum for RK_SUM and RK_MEAN); max and min
+/// propagate NaN, unlike vmax.
+static inline vf combine(vf a, vf b, int64_t kind) {
+  if (kind == RK_MAX)
+    return __builtin_elementwise_maximum(a, b);
+  if (kind == RK_MIN)
+    return __builtin_elementwise_minimum(a, b);
+  return a + b;
+}
+
+/// `combine` on one float.
+static inline float combine1(float a, float b, int64_t kind) {
+  vf r = combine(splat(a), splat(b), kind);
+  return r[0];
+}
+
+/// The segment of `row` among `items` segments of `offsets`: the last b with
+/// offsets[b] <= row (binary search; an empty segment is skipped by the
+/// caller's walk forward).
+static inline int64_t segment_of(const int64_t *offsets, int64_t items,
+                                 int64_t row) {
+  int64_t lo = 0, hi = items;
+  while (hi - lo > 1) {
+    int64_t mid = (lo + hi) / 2;
+    if (offsets[mid] <= row)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 /// The entry points IREE calls (hal.import.static): each memref<?xT>
 /// arrives as (base, aligned, offset, size, stride).
 #define MEMREF(T, name)                                                        \

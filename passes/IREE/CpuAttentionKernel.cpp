@@ -777,6 +777,16 @@ struct ReduceOnKernel : OpRewritePattern<ReduceOp> {
 struct ImageOffsets {
   Packed in, out;
   Value inRows, outRows, pixels;
+
+  /// What the window kernels read after the pixels (and weights): the
+  /// input's row offsets, heights and widths, the output's row offsets and
+  /// widths.
+  SmallVector<Value> offsetBuffers() const {
+    ArrayRef<StringAttr> inSyms = in.type.getSymbols(),
+                         outSyms = out.type.getSymbols();
+    return {inRows, in.offsets(inSyms[0]), in.offsets(inSyms[1]), outRows,
+            out.offsets(outSyms[1])};
+  }
 };
 
 /// The offsets of window op `op` on `source` with result `resultType`: the
@@ -883,14 +893,11 @@ struct Conv2dOnKernel : OpRewritePattern<Conv2dOp> {
                                c(coutp)};
     llvm::append_range(scalars, windowScalars(rewriter, loc, dims));
     auto outValues = RankedTensorType::get({ShapedType::kDynamic, cout}, f32);
-    Value result =
-        dispatchKernel(rewriter, loc, "conv2d", {x.pixels, c(1)},
-                       {x.in.values, weight, bias, x.inRows,
-                        x.in.offsets(type.getSymbols()[0]),
-                        x.in.offsets(type.getSymbols()[1]), x.outRows,
-                        x.out.offsets(x.out.type.getSymbols()[1])},
-                       scalars, {outValues}, {x.pixels})
-            ->getResult(0);
+    SmallVector<Value> buffers{x.in.values, weight, bias};
+    llvm::append_range(buffers, x.offsetBuffers());
+    Value result = dispatchKernel(rewriter, loc, "conv2d", {x.pixels, c(1)},
+                                  buffers, scalars, {outValues}, {x.pixels})
+                       ->getResult(0);
     replaceWithImages(rewriter, op, result, x);
     return success();
   }
@@ -918,14 +925,11 @@ struct Pool2dOnKernel : OpRewritePattern<Pool2dOp> {
     llvm::append_range(scalars, windowScalars(rewriter, loc, dims));
     auto outValues = RankedTensorType::get({ShapedType::kDynamic, channels},
                                            rewriter.getF32Type());
-    Value result =
-        dispatchKernel(rewriter, loc, "pool2d", {x.pixels, c(1)},
-                       {x.in.values, x.inRows,
-                        x.in.offsets(type.getSymbols()[0]),
-                        x.in.offsets(type.getSymbols()[1]), x.outRows,
-                        x.out.offsets(x.out.type.getSymbols()[1])},
-                       scalars, {outValues}, {x.pixels})
-            ->getResult(0);
+    SmallVector<Value> buffers{x.in.values};
+    llvm::append_range(buffers, x.offsetBuffers());
+    Value result = dispatchKernel(rewriter, loc, "pool2d", {x.pixels, c(1)},
+                                  buffers, scalars, {outValues}, {x.pixels})
+                       ->getResult(0);
     replaceWithImages(rewriter, op, result, x);
     return success();
   }

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_images import POOLS, SIZES, Conv, Pool, Window, batch, check, pool_reference
+from test_images import POOLS, SIZES, Conv, Pool, Window, batch, check, conv_reference, pool_reference
 
 import ragged_mlir
 from ragged_mlir import CompileOptions, RaggedArray
 from ragged_mlir.compiler.options import _host_cpu_flags
 
-torch = pytest.importorskip("torch")
-F = torch.nn.functional
+pytest.importorskip("torch")  # the references
 
 CONVS = [
     Conv("stem7x7_s2", Window((7, 7), (2, 2), (3, 3)), 3, 17, bias=True),
@@ -79,14 +78,7 @@ def _run(module, rng, sizes, op: Conv):
     out = getattr(module, op.name)(*((x, weight, bias) if op.bias else (x, weight)))
     for kept, now in zip(before, (x.values, weight, bias), strict=True):
         np.testing.assert_array_equal(kept, now)
-    w64 = torch.from_numpy(weight.astype(np.float64)).permute(3, 2, 0, 1)
-    b64 = torch.from_numpy(bias.astype(np.float64)) if op.bias else None
-
-    def ref(t):
-        return F.conv2d(t, w64, b64, w.stride, w.padding, w.dilation, op.groups)
-
-    k = w.kernel[0] * w.kernel[1] * op.cin // op.groups
-    check(out, imgs, w, ref, dict(rtol=1e-5, atol=2e-6 * k))
+    check(out, imgs, w, *conv_reference(op, weight, bias))
 
 
 def _run_pool(module, rng, sizes, op: Pool, values=None):

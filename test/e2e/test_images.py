@@ -202,6 +202,14 @@ def test_conv2d(images, rng, sizes, op: Conv):
     out = getattr(images, op.name)(*args)
     np.testing.assert_array_equal(x.values, before[0])
     np.testing.assert_array_equal(weight, before[2])
+    check(out, imgs, w, *conv_reference(op, weight, bias))
+
+
+def conv_reference(op: Conv, weight: np.ndarray, bias: np.ndarray):
+    """PyTorch's convolution of one image tensor ``[1, C, H, W]`` in fp64 as
+    ``op`` convolves (HWIO ``weight``; ``bias`` where ``op`` has one), and
+    the tolerance of an f32 result summing ``KH KW Cin / groups`` terms."""
+    w = op.window
     w64 = torch.from_numpy(weight.astype(np.float64)).permute(3, 2, 0, 1)
     b64 = torch.from_numpy(bias.astype(np.float64)) if op.bias else None
 
@@ -209,7 +217,7 @@ def test_conv2d(images, rng, sizes, op: Conv):
         return F.conv2d(t, w64, b64, w.stride, w.padding, w.dilation, op.groups)
 
     k = w.kernel[0] * w.kernel[1] * op.cin // op.groups
-    check(out, imgs, w, ref, dict(rtol=1e-5, atol=2e-6 * k))
+    return ref, dict(rtol=1e-5, atol=2e-6 * k)
 
 
 def pool_reference(op: Pool):
