@@ -411,19 +411,6 @@ static void backward(const struct job *J, int64_t item, int64_t start,
       dq[r * rs + c] *= J->scale;
 }
 
-/// The first item whose rows reach past `row`.
-static int64_t item_of(const int64_t *offsets, int64_t items, int64_t row) {
-  int64_t lo = 0, hi = items; // offsets[lo] <= row < offsets[hi]
-  while (hi - lo > 1) {
-    int64_t mid = (lo + hi) / 2;
-    if (offsets[mid] <= row)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
 typedef void (*segment_fn)(const struct job *, int64_t item, int64_t start,
                            int64_t len, int64_t first, int64_t end);
 
@@ -432,7 +419,7 @@ static void run_block(const struct job *J, segment_fn fn,
                       const int64_t *offsets, int64_t items, int64_t rows,
                       int64_t block) {
   int64_t r0 = block * RK_BQ, r1 = min64(r0 + RK_BQ, rows);
-  for (int64_t b = item_of(offsets, items, r0); r0 < r1 && b < items; ++b) {
+  for (int64_t b = segment_of(offsets, items, r0); r0 < r1 && b < items; ++b) {
     int64_t start = offsets[b], end = offsets[b + 1];
     int64_t stop = min64(end, r1);
     if (stop > r0)
