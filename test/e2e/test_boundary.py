@@ -59,15 +59,19 @@ def test_ragged_module_printed_by_us_runs_on_iree():
       %s = ragged.reduce <sum> %x : !ragged.tensor<?, [L], 4, f32> -> tensor<?x4xf32>
       return %s : tensor<?x4xf32>
     }"""
-    lowered = ragged_mlir.lower(text)
+    options = ragged_mlir.CompileOptions()
+    lowered = ragged_mlir.lower(text, options=options)
     # Pretty and generic forms both cross. The lowering builds IREE's tile
-    # sizes by name, so the parsing context allows unregistered dialects.
+    # sizes and, on CPU, the kernel library's dispatches by name, so the
+    # parsing context allows unregistered dialects, and iree-compile needs
+    # the kernel objects' folder.
     with ir.Context() as ctx:
         ctx.allow_unregistered_dialects = True
         generic = ir.Module.parse(lowered).operation.get_asm(print_generic_op_form=True)
+    objects = [f for f in options.flags() if f.startswith("--iree-hal-executable-object-search-path=")]
     for form in (lowered, generic):
         vmfb = iree.compiler.compile_str(
-            form, target_backends=["llvm-cpu"], extra_args=["--iree-llvmcpu-target-cpu=host"]
+            form, target_backends=["llvm-cpu"], extra_args=["--iree-llvmcpu-target-cpu=host", *objects]
         )
         assert len(vmfb) > 0
     module = ragged_mlir.compile(text)
