@@ -30,6 +30,16 @@ static inline int64_t span(int64_t start, int64_t extent, int64_t k,
   return end - start;
 }
 
+/// The n <= RK_VL floats at p as a vector, the lanes past n `fill`.
+static inline vf lanes(const float *p, int n, float fill) {
+  if (n == RK_VL)
+    return load(p);
+  float t[RK_VL];
+  for (int l = 0; l < RK_VL; ++l)
+    t[l] = l < n ? p[l] : fill;
+  return load(t);
+}
+
 /// Output pixels [p0, p1): plain pointers, for tests.
 void ragged_pool2d_pixels(const float *x, const int64_t *in_rows,
                           const int64_t *heights, const int64_t *widths,
@@ -55,8 +65,10 @@ void ragged_pool2d_pixels(const float *x, const int64_t *in_rows,
     if (kind == RK_MEAN)
       scale = 1.0f / (float)(span(top, height, kh, ph, include_pad) *
                              span(left, width, kw, pw, include_pad));
-    int64_t ch = 0;
-    for (; ch + RK_VL <= c; ch += RK_VL) {
+    // Channels a vector at a time; the last vector's lanes past c hold the
+    // identity and are not stored.
+    for (int64_t ch = 0; ch < c; ch += RK_VL) {
+      int n = (int)min64(RK_VL, c - ch);
       vf acc = splat(identity);
       for (int64_t ky = 0; ky < kh; ++ky) {
         int64_t iy = top + ky * dh;
@@ -65,24 +77,21 @@ void ragged_pool2d_pixels(const float *x, const int64_t *in_rows,
         for (int64_t kx = 0; kx < kw; ++kx) {
           int64_t ix = left + kx * dw;
           if ((uint64_t)ix < (uint64_t)width)
-            acc = combine(acc, load(image + (iy * width + ix) * c + ch), kind);
+            acc = combine(
+                acc, lanes(image + (iy * width + ix) * c + ch, n, identity),
+                kind);
         }
       }
-      store(o + ch, kind == RK_MEAN ? acc * scale : acc);
-    }
-    for (; ch < c; ++ch) {
-      float acc = identity;
-      for (int64_t ky = 0; ky < kh; ++ky) {
-        int64_t iy = top + ky * dh;
-        if ((uint64_t)iy >= (uint64_t)height)
-          continue;
-        for (int64_t kx = 0; kx < kw; ++kx) {
-          int64_t ix = left + kx * dw;
-          if ((uint64_t)ix < (uint64_t)width)
-            acc = combine1(acc, image[(iy * width + ix) * c + ch], kind);
-        }
+      if (kind == RK_MEAN)
+        acc = acc * scale;
+      if (n == RK_VL) {
+        store(o + ch, acc);
+      } else {
+        float tail[RK_VL];
+        store(tail, acc);
+        for (int l = 0; l < n; ++l)
+          o[ch + l] = tail[l];
       }
-      o[ch] = kind == RK_MEAN ? acc * scale : acc;
     }
   }
 }
