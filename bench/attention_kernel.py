@@ -1,6 +1,6 @@
 """Attention alone, per FLOP: ragged-mlir's CPU kernel (``kernels/attention.c``,
 the default on CPU) against torch's CPU flash SDPA on the same per-item work,
-IREE's codegen (``attention_kernel=False``: its fused attention on the static
+IREE's codegen (``cpu_kernels=False``: its fused attention on the static
 bucket ladder with AVX-512, the linalg buckets without) and FlexAttention on
 packed tokens with a document mask (``torch.compile``d; forward only on CPU).
 
@@ -166,8 +166,8 @@ def run_case(
     pairs = sum(n * (n + 1) // 2 if causal else n * n for n in lengths)
     flops = 4.0 * pairs * HEADS * d
 
-    kernel = ragged_mlir.compile(_module(d, causal), options=CompileOptions(attention_kernel=True))
-    codegen = ragged_mlir.compile(_module(d, causal), options=CompileOptions(attention_kernel=False))
+    kernel = ragged_mlir.compile(_module(d, causal), options=CompileOptions(cpu_kernels=True))
+    codegen = ragged_mlir.compile(_module(d, causal), options=CompileOptions(cpu_kernels=False))
     if backward:
         # Backward FLOPs: five products of the forward's two.
         med, errors = run_backward(lengths, items, d, causal, kernel, codegen, rounds)

@@ -625,7 +625,7 @@ def Ragged_Conv2dOp : Ragged_WindowOp<"conv2d"> {
     image) and multiplied with the weight as one GEMM. A fixed number of
     dispatches whatever the batch. On CPU targets an f32 convolution with
     `groups = 1` runs on the kernel library instead
-    (`ragged-cpu-attention-kernel`): no window tile.
+    (`ragged-cpu-kernels`): no window tile.
 
     ```mlir
     %y = ragged.conv2d %x, %w, %bias {strides = array<i64: 2, 2>, padding = array<i64: 1, 1>}

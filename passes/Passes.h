@@ -81,8 +81,8 @@ void populateRaggedAttentionToIreePatterns(
 /// Patterns expanding f64 `math.tanh` and `math.erf` into f64 `exp`, `log`
 /// and arithmetic, to a few ulps (`ragged-expand-math`).
 /// ragged.attention (f32, [rows, H, d], static d <= 256) as dispatches of
-/// the CPU kernel library's attention (ragged-cpu-attention-kernel).
-void populateCpuAttentionKernelPatterns(RewritePatternSet &patterns);
+/// the CPU kernel library's attention (ragged-cpu-kernels).
+void populateCpuKernelsPatterns(RewritePatternSet &patterns);
 /// Adds the kernel library's `stream.executable`, linking the object
 /// `ragged_kernels_<isa>.o`, to `module` where a dispatch uses it.
 void addKernelExecutable(ModuleOp module, StringRef isa);

@@ -58,7 +58,7 @@ def ConvertRaggedToLinalgPass : Pass<"convert-ragged-to-linalg", "ModuleOp"> {
   ];
 }
 
-def CpuAttentionKernelPass : Pass<"ragged-cpu-attention-kernel", "ModuleOp"> {
+def CpuKernelsPass : Pass<"ragged-cpu-kernels", "ModuleOp"> {
   let summary = "Runs ragged.attention, its gradient, segment softmax and reductions, convolution and pooling on CPU as dispatches of our kernels";
   let description = [{
     The IREE-specific lowering of f32, f16 and bf16 attention for CPU

@@ -25,9 +25,9 @@ struct RaggedPipelineOptions : PassPipelineOptions<RaggedPipelineOptions> {
       llvm::cl::desc("Length buckets of dense attention, sqrt(2) apart, at "
                      "most 24 (0: exact segment loops)"),
       llvm::cl::init(ragged::kDefaultAttentionBuckets)};
-  Option<std::string> cpuAttentionKernel{
-      *this, "cpu-attention-kernel",
-      llvm::cl::desc("Run ragged-cpu-attention-kernel first with this ISA "
+  Option<std::string> cpuKernels{
+      *this, "cpu-kernels",
+      llvm::cl::desc("Run ragged-cpu-kernels first with this ISA "
                      "(x86_64_v4, x86_64_v3, arm_64): f32, f16 and bf16 "
                      "attention as dispatches of our CPU kernel (needs "
                      "unregistered dialects allowed and the kernel objects "
@@ -79,9 +79,8 @@ void mlir::ragged::registerRaggedPipelines() {
         ConvertRaggedToLinalgPassOptions lowering;
         lowering.balanceTile = options.balanceTile;
         lowering.attentionBuckets = options.attentionBuckets;
-        if (!options.cpuAttentionKernel.empty())
-          pm.addPass(
-              createCpuAttentionKernelPass({options.cpuAttentionKernel}));
+        if (!options.cpuKernels.empty())
+          pm.addPass(createCpuKernelsPass({options.cpuKernels}));
         if (options.ireeAttention)
           pm.addPass(createRaggedAttentionToIreePass({options.scoresMaxRows}));
         pm.addPass(createConvertRaggedToLinalgPass(lowering));

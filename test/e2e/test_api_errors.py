@@ -10,9 +10,12 @@ RuntimeError carrying the op's message. Library bugs found here are pinned by
 from __future__ import annotations
 
 import copy
+import dataclasses
+import importlib.util
 import re
 import shutil
 import subprocess
+import warnings
 
 import numpy as np
 import pytest
@@ -551,3 +554,26 @@ def test_compile_rejects_non_text():
 def test_compile_options_reject_unknown_target():
     with pytest.raises(ValueError, match=r"target: expected one of .*'llvm-cpu'.*got 'tpu'"):
         CompileOptions(target="tpu")
+
+
+def test_former_option_name_still_works_with_a_warning():
+    """``attention_kernel`` was renamed ``cpu_kernels`` when the kernel
+    library grew past attention: the old name still means the same, once
+    warned, and a conflict between the two names is an error naming both."""
+    with pytest.warns(
+        DeprecationWarning, match="attention_kernel is deprecated: it is now called cpu_kernels"
+    ):
+        options = CompileOptions(attention_kernel=False)
+    assert options.cpu_kernels is False and options.kernel_isa is None
+    assert "cpu-kernels" not in options.pipeline
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dataclasses.replace(options, cache=False).cpu_kernels is False  # no second warning
+    with pytest.raises(ValueError, match=r"attention_kernel and cpu_kernels name one option"):
+        with pytest.warns(DeprecationWarning):
+            CompileOptions(attention_kernel=False, cpu_kernels=True)
+    if importlib.util.find_spec("torch") is not None:
+        from ragged_mlir.torch.backend import RaggedBackendOptions
+
+        with pytest.warns(DeprecationWarning, match="now called cpu_kernels"):
+            assert RaggedBackendOptions(attention_kernel=False).cpu_kernels is False

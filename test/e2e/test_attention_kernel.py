@@ -1,7 +1,7 @@
 """The CPU attention kernels (``kernels/attention.c``), reached from
 ``ragged.attention`` and ``ragged.attention_grad`` by
-``ragged-cpu-attention-kernel``: the default for f32, f16 and bf16
-attention on CPU targets (``CompileOptions.attention_kernel``).
+``ragged-cpu-kernels``: the default for f32, f16 and bf16
+attention on CPU targets (``CompileOptions.cpu_kernels``).
 
 Against an fp64 reference per item (each item alone, so nothing leaks
 between items): the output and the lse, and the gradients with respect to
@@ -13,7 +13,7 @@ all-equal lengths and one 8192-row item among short ones; head sizes 24 (no
 multiple of a vector), 32, 64 and 128, one head and twelve. The AVX2 object
 runs on this host where it has AVX2 and FMA; the aarch64 object is linked
 by test_cpu_targets (``neoverse-v1``, compile-only). IREE's codegen stays
-behind ``attention_kernel=False`` (test_ops_numerics runs it).
+behind ``cpu_kernels=False`` (test_ops_numerics runs it).
 
 f16 and bf16 run on the same f32 kernels, widened before and rounded after:
 against fp64 references on the inputs as rounded to the dtype, the output,
@@ -107,9 +107,9 @@ def kernel_module():
 
     def get(heads: int, d: int, cpu: str | None = None, dt: str = "f32"):
         if (heads, d, cpu, dt) not in cache:
-            options = CompileOptions(cpu=cpu, attention_kernel=True)
+            options = CompileOptions(cpu=cpu, cpu_kernels=True)
             assert options.kernel_isa is not None
-            assert "cpu-attention-kernel=" in options.pipeline
+            assert "cpu-kernels=" in options.pipeline
             text = _module(heads, d, dt)
             _assert_on_kernel(text, options)
             cache[heads, d, cpu, dt] = ragged_mlir.compile(text, options=options)
@@ -334,11 +334,11 @@ def test_narrow_gradients_match_fp64_per_item(kernel_module, rng, dt, shape, dis
 def test_kernel_is_the_cpu_default_and_a_choice():
     cpu = CompileOptions()
     assert cpu.kernel_isa in ("x86_64_v4", "x86_64_v3", "arm_64")
-    assert f"cpu-attention-kernel={cpu.kernel_isa}" in cpu.pipeline
+    assert f"cpu-kernels={cpu.kernel_isa}" in cpu.pipeline
     assert any(f.startswith("--iree-hal-executable-object-search-path=") for f in cpu.flags())
-    off = CompileOptions(attention_kernel=False)
-    assert off.kernel_isa is None and "cpu-attention-kernel" in CompileOptions().pipeline
-    assert "cpu-attention-kernel" not in off.pipeline
+    off = CompileOptions(cpu_kernels=False)
+    assert off.kernel_isa is None and "cpu-kernels" in CompileOptions().pipeline
+    assert "cpu-kernels" not in off.pipeline
     assert not any("object-search-path" in f for f in off.flags())
     assert CompileOptions(cpu="znver4").kernel_isa == "x86_64_v4"
     assert CompileOptions(cpu="neoverse-v1").kernel_isa == "arm_64"
@@ -346,6 +346,6 @@ def test_kernel_is_the_cpu_default_and_a_choice():
     # Options that tune IREE's codegen choose it.
     for codegen in ({"iree_attention": True}, {"attention_buckets": 4}, {"attention_scores_max_rows": 256}):
         assert CompileOptions(**codegen).kernel_isa is None, codegen
-        assert CompileOptions(**codegen, attention_kernel=True).kernel_isa is not None, codegen
-    with pytest.raises(ValueError, match="attention_kernel: the CPU kernel serves llvm-cpu targets only"):
-        CompileOptions(target="cuda", attention_kernel=True).kernel_isa  # noqa: B018
+        assert CompileOptions(**codegen, cpu_kernels=True).kernel_isa is not None, codegen
+    with pytest.raises(ValueError, match="cpu_kernels: the CPU kernel serves llvm-cpu targets only"):
+        CompileOptions(target="cuda", cpu_kernels=True).kernel_isa  # noqa: B018

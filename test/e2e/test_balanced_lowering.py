@@ -150,10 +150,10 @@ def test_python_defaults_are_the_pipelines():
         "cpu-tiles",
         "cpu-vector-bytes",
         "peel-remainders",
-        "cpu-attention-kernel",
+        "cpu-kernels",
     }
     bare = ragged_mlir.compiler.PIPELINE.replace(
-        "ragged-to-iree-input", "ragged-to-iree-input{cpu-attention-kernel=x86_64_v4}"
+        "ragged-to-iree-input", "ragged-to-iree-input{cpu-kernels=x86_64_v4}"
     )
     assert expand(spelled) == expand(bare)
 
@@ -209,7 +209,7 @@ def test_cpu_workgroups_take_whole_rows():
     }"""
     # The sum and the softmax on IREE's codegen (on CPU they run on our
     # kernels by default).
-    cpu = ragged_mlir.lower(text, options=CompileOptions(target="llvm-cpu", attention_kernel=False))
+    cpu = ragged_mlir.lower(text, options=CompileOptions(target="llvm-cpu", cpu_kernels=False))
     configs = re.findall(r"lowering_config<distribution = \[([0-9, ]*)\]", cpu)
     # The sum's tiles, the softmax's two tile generics and its output.
     assert configs == ["16, 0"] * 4, configs

@@ -1,7 +1,7 @@
 """The CPU convolution and pooling (``kernels/conv.c``, ``kernels/pool.c``),
 reached from ``ragged.conv2d`` (f32, groups 1) and ``ragged.pool2d`` (f32)
-by ``ragged-cpu-attention-kernel``, the CPU default with the attention
-kernels (``CompileOptions.attention_kernel``).
+by ``ragged-cpu-kernels``, the CPU default with the attention
+kernels (``CompileOptions.cpu_kernels``).
 
 Against PyTorch's ``F.conv2d`` in float64 on every image alone: random
 sizes, empty images (0 x W and H x 0), one image, one large image among
@@ -15,7 +15,7 @@ counted, ceil mode, dilation, min, sum) on 4 channels and on 20 (a vector
 and a tail), and a max over NaN and infinities. The AVX2 object runs where
 the host has AVX2 and FMA. Every module is checked to lower its groups-1
 convolutions and its pools, and only those, to the kernels; IREE's codegen
-stays behind ``attention_kernel=False``.
+stays behind ``cpu_kernels=False``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def conv_module():
 
     def get(cpu: str | None = None, kernel: bool = True):
         if (cpu, kernel) not in cache:
-            options = CompileOptions(cpu=cpu, attention_kernel=kernel)
+            options = CompileOptions(cpu=cpu, cpu_kernels=kernel)
             lowered = ragged_mlir.lower(_module(), options=options)
             on_kernel = sum(op.groups == 1 for op in CONVS) if kernel else 0
             assert lowered.count("@ragged_kernels::@conv2d") == on_kernel
@@ -138,5 +138,5 @@ def test_codegen_behind_the_flag(conv_module, rng, op):
 def test_wide_inputs_stay_on_codegen():
     """More input channels than the kernel's zero row covers: codegen."""
     wide = Conv("wide", Window((1, 1)), 4100, 8)
-    lowered = ragged_mlir.lower(wide.func(), options=CompileOptions(attention_kernel=True))
+    lowered = ragged_mlir.lower(wide.func(), options=CompileOptions(cpu_kernels=True))
     assert "@ragged_kernels::@conv2d" not in lowered

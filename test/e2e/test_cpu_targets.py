@@ -86,20 +86,19 @@ _AVX512 = {
 }
 #: cpu -> the pipeline options it gets (where they differ from AVX-512's).
 #: Every CPU also links the attention kernel object of its ISA.
-_V4 = {"cpu-attention-kernel": "x86_64_v4"}
+_V4 = {"cpu-kernels": "x86_64_v4"}
 EXPECTED_OPTIONS = {
     "haswell": _AVX512
     | {
         "iree-attention": "0",
         "peel-remainders": "1",
         "cpu-vector-bytes": "32",
-        "cpu-attention-kernel": "x86_64_v3",
+        "cpu-kernels": "x86_64_v3",
     },
     "skylake-avx512": _AVX512 | _V4,
     "sapphirerapids": _AVX512 | _V4,
     "znver4": _AVX512 | _V4,
-    "neoverse-v1": _AVX512
-    | {"iree-attention": "0", "cpu-vector-bytes": "16", "cpu-attention-kernel": "arm_64"},
+    "neoverse-v1": _AVX512 | {"iree-attention": "0", "cpu-vector-bytes": "16", "cpu-kernels": "arm_64"},
 }
 _X86 = "--iree-llvmcpu-target-triple=x86_64-unknown-linux-gnu"
 #: cpu -> the flags naming it and choosing its vectorisation.

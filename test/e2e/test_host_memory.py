@@ -63,7 +63,7 @@ _SCRIPT = textwrap.dedent(
 
 
 # A training step of torch's encoder layer with one 3000-token item, its
-# attention on IREE's codegen (attention_kernel=False; the CPU kernels keep
+# attention on IREE's codegen (cpu_kernels=False; the CPU kernels keep
 # no pair tensors): the backward's attention gradient holds [2 heads, 3000,
 # 3000] f32 pairs (69 MB), in work queued behind the forward's gradient,
 # which IREE's worker threads allocate. Prints the minor page faults of the third step, the
@@ -81,7 +81,7 @@ _TRAIN_SCRIPT = textwrap.dedent(
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
     run = torch.compile(
-        layer, backend="ragged", dynamic=True, fullgraph=True, options={"attention_kernel": False}
+        layer, backend="ragged", dynamic=True, fullgraph=True, options={"cpu_kernels": False}
     )
     g = torch.Generator().manual_seed(1)
     lengths = (3000, 5, 0, 40)

@@ -301,11 +301,11 @@ REDUCE = _reduce_module()
 @pytest.fixture(scope="module", params=["default", "codegen"])
 def red(request, compiled):
     """The module as compiled by default (on CPU, the reductions run on the
-    kernel library) and with IREE's codegen (``attention_kernel=False``,
+    kernel library) and with IREE's codegen (``cpu_kernels=False``,
     what GPU targets run)."""
     if request.param == "default":
         return compiled(REDUCE)
-    return ragged_mlir.compile(REDUCE, options=ragged_mlir.CompileOptions(attention_kernel=False))
+    return ragged_mlir.compile(REDUCE, options=ragged_mlir.CompileOptions(cpu_kernels=False))
 
 
 def test_matmul_rank2(red, rng, ragged, lengths):
@@ -609,14 +609,14 @@ def test_attention_is_per_item(attn, rng, ragged):
 
 ATTN_LOWERINGS = {
     # Our CPU kernel (the default on CPU), then IREE's codegen behind
-    # attention_kernel=False.
-    "kernel": dict(attention_kernel=True),
-    "exact": dict(attention_buckets=0, iree_attention=False, attention_kernel=False),
-    "linalg_buckets": dict(iree_attention=False, attention_kernel=False),
-    "iree_ladder": dict(iree_attention=True, attention_kernel=False),
+    # cpu_kernels=False.
+    "kernel": dict(cpu_kernels=True),
+    "exact": dict(attention_buckets=0, iree_attention=False, cpu_kernels=False),
+    "linalg_buckets": dict(iree_attention=False, cpu_kernels=False),
+    "iree_ladder": dict(iree_attention=True, cpu_kernels=False),
     # Materialised scores on buckets of 32-256 rows (several heads), IREE's
     # fused kernel on the others.
-    "iree_scores": dict(iree_attention=True, attention_scores_max_rows=256, attention_kernel=False),
+    "iree_scores": dict(iree_attention=True, attention_scores_max_rows=256, cpu_kernels=False),
 }
 
 #: Lengths on both sides of the static ladder's rungs (16, 32, 48, ...,

@@ -1,7 +1,7 @@
 """The CPU segment reductions (``kernels/reduce.c``), reached from
 ``ragged.reduce`` over the ragged dim of ``[B, L(b), D...]`` (f32) by
-``ragged-cpu-attention-kernel``, the CPU default with the attention kernels
-(``CompileOptions.attention_kernel``).
+``ragged-cpu-kernels``, the CPU default with the attention kernels
+(``CompileOptions.cpu_kernels``).
 
 Sum, mean, max and min against fp64 per item: on the attention kernel's
 length distributions (random lengths with empty items, one row, one item,
@@ -12,7 +12,7 @@ trailing dims (2 x 5) and none (``[B, L(b)]``). An empty item gets the
 op's ``empty`` value; max and min propagate NaN. The AVX2 object runs
 where the host has AVX2 and FMA. Every compiled module is checked to run
 its reductions on the kernel; IREE's codegen stays behind
-``attention_kernel=False`` (test_ops_numerics runs it).
+``cpu_kernels=False`` (test_ops_numerics runs it).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def reduce_module():
 
     def get(trailing: tuple[int, ...], cpu: str | None = None):
         if (trailing, cpu) not in cache:
-            options = CompileOptions(cpu=cpu, attention_kernel=True)
+            options = CompileOptions(cpu=cpu, cpu_kernels=True)
             text = _module(trailing)
             assert ragged_mlir.lower(text, options=options).count("@ragged_kernels::@segment_reduce") == len(
                 KINDS
@@ -120,7 +120,7 @@ def test_avx2_object(reduce_module, rng):
 
 
 def test_codegen_stays_behind_the_flag():
-    lowered = ragged_mlir.lower(_module((384,)), options=CompileOptions(attention_kernel=False))
+    lowered = ragged_mlir.lower(_module((384,)), options=CompileOptions(cpu_kernels=False))
     assert "segment_reduce" not in lowered
 
 
@@ -132,4 +132,4 @@ def test_nested_reductions_stay_on_codegen():
     text = (
         f"func.func @f(%x: {t}) -> {r} {{\n  %y = ragged.reduce <sum> %x : {t} -> {r}\n  return %y : {r}\n}}"
     )
-    assert "segment_reduce" not in ragged_mlir.lower(text, options=CompileOptions(attention_kernel=True))
+    assert "segment_reduce" not in ragged_mlir.lower(text, options=CompileOptions(cpu_kernels=True))

@@ -1,7 +1,7 @@
 """The CPU segment softmax (``kernels/softmax.c``), reached from
 ``ragged.softmax`` over the ragged dim of ``[B, L(b), D...]`` (f32) by
-``ragged-cpu-attention-kernel``, the CPU default with the attention kernels
-(``CompileOptions.attention_kernel``).
+``ragged-cpu-kernels``, the CPU default with the attention kernels
+(``CompileOptions.cpu_kernels``).
 
 Against fp64 per item (each item's softmax over its rows, per feature): on
 random lengths with empty items, one row, one item, an all-empty batch,
@@ -12,7 +12,7 @@ vectors and single features (40, 10 on AVX-512), and several trailing dims
 every row) is NaN throughout, as in eager PyTorch. The AVX2 object runs
 where the host has AVX2 and FMA. Every compiled module is checked to run
 its softmax on the kernel; IREE's codegen stays behind
-``attention_kernel=False`` (test_ops_numerics runs it).
+``cpu_kernels=False`` (test_ops_numerics runs it).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def softmax_module():
 
     def get(trailing: tuple[int, ...], cpu: str | None = None):
         if (trailing, cpu) not in cache:
-            options = CompileOptions(cpu=cpu, attention_kernel=True)
+            options = CompileOptions(cpu=cpu, cpu_kernels=True)
             text = _module(trailing)
             assert ragged_mlir.lower(text, options=options).count("@ragged_kernels::@segment_softmax") == 1
             cache[trailing, cpu] = ragged_mlir.compile(text, options=options)
@@ -114,7 +114,7 @@ def test_avx2_object(softmax_module, rng):
 
 
 def test_codegen_stays_behind_the_flag():
-    lowered = ragged_mlir.lower(_module((384,)), options=CompileOptions(attention_kernel=False))
+    lowered = ragged_mlir.lower(_module((384,)), options=CompileOptions(cpu_kernels=False))
     assert "segment_softmax" not in lowered
 
 
@@ -123,4 +123,4 @@ def test_scores_softmax_stays_on_codegen():
     item's rows: not the kernel's."""
     t = "!ragged.tensor<?, [L], [L], 12, f32>"
     text = f"func.func @f(%x: {t}) -> {t} {{\n  %y = ragged.softmax %x : {t}\n  return %y : {t}\n}}"
-    assert "segment_softmax" not in ragged_mlir.lower(text, options=CompileOptions(attention_kernel=True))
+    assert "segment_softmax" not in ragged_mlir.lower(text, options=CompileOptions(cpu_kernels=True))

@@ -290,8 +290,9 @@ class CompileOptions:
         vectorises it well there) and the linalg buckets on other CPUs
         (with AVX2 only, the fused op is 2.7x slower at MNLI and 4.8x at
         SQuAD v2 lengths); GPU targets keep the exact lowering.
-    attention_kernel: f32, f16 and bf16 attention (static head size up to
-        256) runs as one dispatch of ragged-mlir's CPU kernel
+    cpu_kernels: run the ops below on ragged-mlir's CPU kernel library
+        (``kernels/``). f32, f16 and bf16 attention (static head size up
+        to 256) runs as one dispatch of its attention kernel
         (``kernels/attention.c``), which reads the packed rows and offsets
         directly: no length buckets, each item costs its own L^2. It
         computes in f32: f16 and bf16 are widened before it and rounded
@@ -306,6 +307,8 @@ class CompileOptions:
         ``attention_buckets`` or ``attention_scores_max_rows`` is given
         (they tune IREE's codegen); False keeps IREE's codegen; GPU
         targets never use them.
+    attention_kernel: the former name of ``cpu_kernels``; still accepted,
+        with a ``DeprecationWarning``.
     attention_scores_max_rows: with ``iree_attention``, buckets of 32 up to
         this many rows (with more than one head) materialise their scores
         and run as two data-tiled contractions where the bucket's n H S^2
@@ -340,9 +343,11 @@ class CompileOptions:
     # Last, so that positional arguments keep their meaning.
     cpu: str | None = None
     cache: bool = True
+    cpu_kernels: bool | None = None
     attention_kernel: bool | None = None
 
     def __post_init__(self) -> None:
+        _rename_deprecated(self, "attention_kernel", "cpu_kernels")
         try:
             self.target = Target(self.target)
         except ValueError:
@@ -422,16 +427,16 @@ class CompileOptions:
     @property
     def kernel_isa(self) -> str | None:
         """The ISA of the CPU kernel objects this compile links (see
-        ``attention_kernel``), or None where it links none."""
-        if self.attention_kernel is False:
+        ``cpu_kernels``), or None where it links none."""
+        if self.cpu_kernels is False:
             return None
         codegen = (self.iree_attention, self.attention_buckets, self.attention_scores_max_rows)
-        if self.attention_kernel is None and any(x is not None for x in codegen):
+        if self.cpu_kernels is None and any(x is not None for x in codegen):
             return None  # IREE's codegen, which these options tune
         if self.target != Target.LLVM_CPU:
-            if self.attention_kernel:
+            if self.cpu_kernels:
                 raise ValueError(
-                    "attention_kernel: the CPU kernel serves llvm-cpu targets only, "
+                    "cpu_kernels: the CPU kernel serves llvm-cpu targets only, "
                     f"got target {self.target.value!r}"
                 )
             return None
@@ -440,9 +445,9 @@ class CompileOptions:
             isa = None  # a CPU the flags name, whose ISA is unknown here
         elif not kernel_object(isa).is_file():
             isa = None
-        if isa is None and self.attention_kernel:
+        if isa is None and self.cpu_kernels:
             raise ValueError(
-                "attention_kernel: no CPU kernel object for this target "
+                "cpu_kernels: no CPU kernel object for this target "
                 f"(looked for {kernel_object(self._cpu_target().kernel_isa)}; "
                 "the build makes them with the ziglang package)"
             )
@@ -509,8 +514,26 @@ class CompileOptions:
             "peel-remainders": int(cpu and _PEEL in self.flags()),
         }
         if self.kernel_isa:
-            options["cpu-attention-kernel"] = self.kernel_isa
+            options["cpu-kernels"] = self.kernel_isa
         return f"builtin.module(ragged-to-iree-input{{{' '.join(f'{k}={v}' for k, v in options.items())}}})"
+
+
+def _rename_deprecated(options, old: str, new: str) -> None:
+    """Moves the value of the deprecated field ``old`` of an options
+    dataclass to ``new`` (once: ``old`` is None afterwards, so
+    ``dataclasses.replace`` does not warn again)."""
+    value = getattr(options, old)
+    if value is None:
+        return
+    import warnings
+
+    warnings.warn(f"{old} is deprecated: it is now called {new}", DeprecationWarning, stacklevel=4)
+    if getattr(options, new) is not None and getattr(options, new) != value:
+        raise ValueError(
+            f"{old} and {new} name one option: got {old}={value!r} and {new}={getattr(options, new)!r}"
+        )
+    setattr(options, new, value)
+    setattr(options, old, None)
 
 
 def _host_is_x86() -> bool:

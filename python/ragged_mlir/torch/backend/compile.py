@@ -66,7 +66,7 @@ class RaggedBackendOptions:
     """Options of the ``ragged`` backend (``torch.compile(..., options={...})``).
 
     target / cpu / device / iree_flags / balance_tile / attention_buckets /
-        iree_attention / attention_scores_max_rows / attention_kernel: as
+        iree_attention / attention_scores_max_rows / cpu_kernels: as
         :class:`ragged_mlir.CompileOptions` (None picks the target's
         default; ``cpu`` None is the host, docs/cpu_targets.md). The
         compiled graphs run in this process: name a CPU whose code this
@@ -107,14 +107,18 @@ class RaggedBackendOptions:
     attention_buckets: int | None = None
     iree_attention: bool | None = None
     attention_scores_max_rows: int | None = None
-    attention_kernel: bool | None = None
+    cpu_kernels: bool | None = None
     freeze_parameters: bool = True
     debug_dir: str | None = None
     fallback: bool | None = None
     unpad: bool | None = None
     cache: bool = True
+    attention_kernel: bool | None = None  # the former name of cpu_kernels
 
     def __post_init__(self) -> None:
+        from ...compiler.options import _rename_deprecated
+
+        _rename_deprecated(self, "attention_kernel", "cpu_kernels")
         if self.fallback is None:
             env = os.environ.get("RAGGED_FALLBACK", "").strip().lower()
             self.fallback = env not in ("0", "false", "no", "off")
@@ -273,7 +277,7 @@ def compile_fx_graph(
         attention_buckets=options.attention_buckets,
         iree_attention=options.iree_attention,
         attention_scores_max_rows=options.attention_scores_max_rows,
-        attention_kernel=options.attention_kernel,
+        cpu_kernels=options.cpu_kernels,
         keep_intermediates=bool(work_dir),
         work_dir=str(work_dir) if work_dir else None,
         passthrough_dialects=PASSTHROUGH_DIALECTS,
@@ -326,7 +330,7 @@ def _key(gm: torch.fx.GraphModule, example_inputs, options: RaggedBackendOptions
         options.attention_buckets,
         options.iree_attention,
         options.attention_scores_max_rows,
-        options.attention_kernel,
+        options.cpu_kernels,
         options.freeze_parameters,
         options.fallback,  # a refused graph is cached as its eager fallback
         options.unpad,

@@ -1,4 +1,4 @@
-//===- CpuAttentionKernel.cpp - ragged ops on our CPU kernels -------------===//
+//===- CpuKernels.cpp - ragged ops on our CPU kernels ---------------------===//
 //
 // ragged.attention and ragged.attention_grad (f32, f16, bf16) on CPU
 // targets run as custom IREE dispatches of our kernel library
@@ -40,7 +40,7 @@
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
 namespace mlir::ragged {
-#define GEN_PASS_DEF_CPUATTENTIONKERNELPASS
+#define GEN_PASS_DEF_CPUKERNELSPASS
 #include "passes/Passes.h.inc"
 } // namespace mlir::ragged
 
@@ -935,20 +935,19 @@ struct Pool2dOnKernel : OpRewritePattern<Pool2dOp> {
   }
 };
 
-struct CpuAttentionKernelPass
-    : ragged::impl::CpuAttentionKernelPassBase<CpuAttentionKernelPass> {
-  using CpuAttentionKernelPassBase::CpuAttentionKernelPassBase;
+struct CpuKernelsPass : ragged::impl::CpuKernelsPassBase<CpuKernelsPass> {
+  using CpuKernelsPassBase::CpuKernelsPassBase;
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     if (!ctx->allowsUnregisteredDialects()) {
       emitError(getOperation().getLoc())
-          << "ragged-cpu-attention-kernel emits IREE's stream.executable and "
+          << "ragged-cpu-kernels emits IREE's stream.executable and "
              "flow.dispatch, which this context does not know: allow "
              "unregistered dialects (ragged-opt --allow-unregistered-dialect)";
       return signalPassFailure();
     }
     RewritePatternSet patterns(ctx);
-    populateCpuAttentionKernelPatterns(patterns);
+    populateCpuKernelsPatterns(patterns);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
     addKernelExecutable(getOperation(), isa);
   }
@@ -956,8 +955,7 @@ struct CpuAttentionKernelPass
 
 } // namespace
 
-void mlir::ragged::populateCpuAttentionKernelPatterns(
-    RewritePatternSet &patterns) {
+void mlir::ragged::populateCpuKernelsPatterns(RewritePatternSet &patterns) {
   patterns.add<AttentionOnKernel, AttentionGradOnKernel, SoftmaxOnKernel,
                ReduceOnKernel, Conv2dOnKernel, Pool2dOnKernel>(
       patterns.getContext());

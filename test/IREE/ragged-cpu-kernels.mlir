@@ -1,8 +1,8 @@
-// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-cpu-attention-kernel=isa=x86_64_v3 --cse | FileCheck %s --implicit-check-not="ragged.attention %q"
-// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-cpu-attention-kernel=isa=arm_64 | FileCheck %s --check-prefix=ARM
-// RUN: not ragged-opt %s --ragged-cpu-attention-kernel 2>&1 | FileCheck %s --check-prefix=UNREGISTERED
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-cpu-kernels=isa=x86_64_v3 --cse | FileCheck %s --implicit-check-not="ragged.attention %q"
+// RUN: ragged-opt %s --allow-unregistered-dialect --ragged-cpu-kernels=isa=arm_64 | FileCheck %s --check-prefix=ARM
+// RUN: not ragged-opt %s --ragged-cpu-kernels 2>&1 | FileCheck %s --check-prefix=UNREGISTERED
 
-// UNREGISTERED: error: ragged-cpu-attention-kernel emits IREE's stream.executable and flow.dispatch, which this context does not know: allow unregistered dialects
+// UNREGISTERED: error: ragged-cpu-kernels emits IREE's stream.executable and flow.dispatch, which this context does not know: allow unregistered dialects
 
 // One executable for the module, linking the ISA's object; each export has
 // a workgroup per 32 packed rows (every head) and calls its kernel on the
