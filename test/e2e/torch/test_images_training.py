@@ -185,3 +185,79 @@ def test_f32_input_gradients_run_on_the_kernel(tmp_path):
     assert backward
     for d in backward:
         assert (d / "lowered.mlir").read_text().count("@ragged_kernels::@conv2d") == 2, d.name
+
+
+class BatchNormCNN(nn.Module):
+    """A CNN trained with BatchNorm as users write one: conv, BatchNorm in
+    training mode, max pooling, then a convolution that keeps the pooled
+    extents (its input gradient is a convolution whose rows are the
+    pool's), global average pooling, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.bn(self.conv1(x))))
+        return self.head(F.adaptive_avg_pool2d(F.relu(self.conv2(x)), 1).flatten(1))
+
+
+def batch_norm_reference(model, imgs):
+    """fp64 logits of ``BatchNormCNN`` image by image, but with the
+    statistics of the batch: every image's real pixels, as
+    ``nn.BatchNorm2d`` in training mode takes them over a batch of one size;
+    and the running statistics that step leaves (the unbiased variance)."""
+    p = {k: v.detach().double().requires_grad_() for k, v in model.named_parameters()}
+    feats = [F.conv2d(i[None], p["conv1.weight"], p["conv1.bias"], padding=1) for i in imgs]
+    pixels = torch.cat([f.reshape(8, -1) for f in feats], dim=1)
+    mean, var = pixels.mean(1), pixels.var(1, unbiased=False)
+    logits = []
+    for f in feats:
+        f = (f - mean[:, None, None]) / torch.sqrt(var[:, None, None] + model.bn.eps)
+        f = F.max_pool2d(F.relu(f * p["bn.weight"][:, None, None] + p["bn.bias"][:, None, None]), 2)
+        f = F.relu(F.conv2d(f, p["conv2.weight"], p["conv2.bias"], padding=1))
+        logits.append(F.linear(f.mean((2, 3)), p["head.weight"], p["head.bias"]))
+    m = model.bn.momentum
+    running = (
+        (1 - m) * model.bn.running_mean.double() + m * mean.detach(),
+        (1 - m) * model.bn.running_var.double() + m * pixels.detach().var(1, unbiased=True),
+    )
+    return torch.cat(logits), p, running
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_batch_norm_training_is_one_graph(dtype):
+    """BatchNorm in training mode compiles into the model's one graph (its
+    statistics over the real pixels, its check of more than one value per
+    channel at run time), without ``fullgraph=True``: the loss, every
+    parameter's gradient and the running statistics equal fp64 on each
+    image with the batch's statistics. Both once broke: BatchNorm's own
+    size check broke the graph after every strided convolution or pool, and
+    the input gradient of the convolution after a pool had rows of a size
+    of its own, which refused the backward."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = BatchNormCNN().to(dtype).train()
+    compiled = torch.compile(model, backend="ragged", options={"fallback": False})
+    g = torch.Generator().manual_seed(7)
+    breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    tol = {"rtol": 1e-9, "atol": 1e-9} if dtype == torch.float64 else {"rtol": 2e-4, "atol": 2e-5}
+    for sizes in ([(9, 13), (4, 4), (16, 7)], [(6, 6)] * 3):
+        imgs = [torch.randn(3, h, w, generator=g, dtype=torch.float64) for h, w in sizes]
+        labels = torch.randint(0, 4, (len(imgs),), generator=g)
+        logits, ref_params, (mean, var) = batch_norm_reference(model, imgs)
+        F.cross_entropy(logits, labels).backward()
+        model.zero_grad()
+        loss = F.cross_entropy(compiled(NestedTensor([i.to(dtype) for i in imgs])), labels)
+        loss.backward()
+        torch.testing.assert_close(model.bn.running_mean.double(), mean, **tol)
+        torch.testing.assert_close(model.bn.running_var.double(), var, **tol)
+        for name, param in model.named_parameters():
+            torch.testing.assert_close(param.grad.double(), ref_params[name].grad, **tol, msg=name)
+    assert sum(torch._dynamo.utils.counters["graph_break"].values()) == breaks
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        model(NestedTensor([torch.randn(3, 1, 1, dtype=dtype)]))

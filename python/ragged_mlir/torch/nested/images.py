@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from typing import Any
 
@@ -420,8 +422,38 @@ def _batch_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
         # the heights differ.
         along = (-1,) + (1,) * (nt.values.dim() - 2)
         return nt._derive(nt.values * scale.reshape(along) + shift.reshape(along))
-    # The statistics of a channel over every real element: the packed rows are the batch.
-    out = func(nt.values, *args[1:], **kwargs)
+    # Training (or no running statistics): the statistics of a channel over
+    # every real element, the packed rows being the batch, written out:
+    # F.batch_norm and aten's batch norm check the element count (more than
+    # one value per channel, none at all) on the row count, which after a
+    # strided convolution or a pool is known only at run time, and so broke
+    # the graph. Here the check is a run-time one under a trace, and a
+    # ValueError eagerly.
+    values = nt.values
+    if p["training"]:
+        per_channel = values.shape[0] * math.prod(values.shape[2:])
+        message = "batch_norm: expected more than 1 value per channel when training, got 1 (one real pixel)"
+        if not _is_compiling():
+            if per_channel == 1:
+                raise ValueError(message)
+        else:
+            torch._check(per_channel != 1, lambda: message)
+    dims = [0, *range(2, values.dim())]
+    along = (1, -1) + (1,) * (values.dim() - 2)
+    mean, var = p["running_mean"], p["running_var"]
+    if p["training"] or mean is None or var is None:
+        var, mean = torch.var_mean(values, dims, correction=0)
+        if p["training"] and p["running_mean"] is not None and p["running_var"] is not None:
+            # As torch: the running variance is the unbiased one.
+            m = p["momentum"]
+            with torch.no_grad():
+                p["running_mean"].mul_(1 - m).add_(mean.detach(), alpha=m)
+                p["running_var"].mul_(1 - m).add_(torch.var(values.detach(), dims, correction=1), alpha=m)
+    out = (values - mean.reshape(along)) * torch.rsqrt(var + p["eps"]).reshape(along)
+    if p["weight"] is not None:
+        out = out * p["weight"].reshape(along)
+    if p["bias"] is not None:
+        out = out + p["bias"].reshape(along)
     return nt._derive(out)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from ...windows import keeps_extent
 from .rules import check_dropout
 
 
@@ -72,13 +73,21 @@ def attention_backward(
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
 
-# The rows of a window op's output: the sum over the images of Ho(b) Wo(b),
-# known only from the offsets' values.
+def _window_rows(values, kernel, stride, padding, dilation) -> torch.SymInt:
+    """The rows of a window op's output: the sum over the images of
+    Ho(b) Wo(b), known only from the offsets' values, unless the window
+    keeps every extent (stride 1, "same" padding): then they are the
+    input's, and the output shares its size, so that what follows (a
+    gradient's pool or convolution) needs no size of its own."""
+    if all(keeps_extent(kernel[i], stride[i], padding[i], dilation[i]) for i in range(2)):
+        return values.shape[0]
+    return _dynamic_size()
 
 
 def conv2d(values, heights, widths, weight, bias, stride, padding, dilation, groups):
-    return values.new_empty((_dynamic_size(), weight.shape[3]))
+    rows = _window_rows(values, weight.shape[:2], stride, padding, dilation)
+    return values.new_empty((rows, weight.shape[3]))
 
 
 def pool2d(values, heights, widths, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad):
-    return values.new_empty((_dynamic_size(), values.shape[1]))
+    return values.new_empty((_window_rows(values, kernel, stride, padding, dilation), values.shape[1]))
