@@ -13,13 +13,19 @@ its leading padding), and 0 for an empty image.
 
 from __future__ import annotations
 
-__all__ = ["keeps_extent", "window_extent", "window_symbol"]
+__all__ = ["keeps_extent", "keeps_extents", "window_extent", "window_symbol"]
 
 
 def keeps_extent(kernel: int, stride: int, padding: int, dilation: int = 1) -> bool:
     """Whether the window maps every extent to itself (stride 1, "same"
     padding): the output shares the input's symbol."""
     return stride == 1 and 2 * padding == dilation * (kernel - 1)
+
+
+def keeps_extents(kernel, stride, padding, dilation) -> bool:
+    """Whether a 2-D window (one entry per side) keeps every image's height
+    and width."""
+    return all(keeps_extent(kernel[i], stride[i], padding[i], dilation[i]) for i in range(2))
 
 
 def window_extent(

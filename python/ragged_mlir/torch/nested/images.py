@@ -406,6 +406,11 @@ def _batch_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
     names = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
     defaults = {"weight": None, "bias": None, "training": False, "momentum": 0.1, "eps": 1e-5}
     p = _bind("batch_norm", args, kwargs, names, defaults)
+    values = nt.values
+    # The channel dim is the values' dim 1 in every layout (the items' first
+    # dim, static): [rows, C] for images, [rows, C, W] when only the heights
+    # differ.
+    along = (-1,) + (1,) * (values.dim() - 2)
     if not p["training"] and p["running_mean"] is not None and p["running_var"] is not None:
         # Inference: a per-channel scale and shift of the rows, written out so
         # that rows counted only at run time (after a strided convolution)
@@ -416,11 +421,7 @@ def _batch_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
         shift = -p["running_mean"] * scale
         if p["bias"] is not None:
             shift = shift + p["bias"]
-        # The channel dim is the values' dim 1 in every layout (the items'
-        # first dim, static): [rows, C] for images, [rows, C, W] when only
-        # the heights differ.
-        along = (-1,) + (1,) * (nt.values.dim() - 2)
-        return nt._derive(nt.values * scale.reshape(along) + shift.reshape(along))
+        return nt._derive(values * scale.reshape(along) + shift.reshape(along))
     # Training (or no running statistics): the statistics of a channel over
     # every real element, the packed rows being the batch, written out:
     # F.batch_norm and aten's batch norm check the element count (more than
@@ -428,7 +429,6 @@ def _batch_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
     # strided convolution or a pool is known only at run time, and so broke
     # the graph. Here the check is a run-time one under a trace, and a
     # ValueError eagerly.
-    values = nt.values
     if p["training"]:
         per_channel = values.shape[0] * math.prod(values.shape[2:])
         message = "batch_norm: expected more than 1 value per channel when training, got 1 (one real pixel)"
@@ -438,16 +438,13 @@ def _batch_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
         else:
             torch._check(per_channel != 1, lambda: message)
     dims = [0, *range(2, values.dim())]
-    along = (1, -1) + (1,) * (values.dim() - 2)
-    mean, var = p["running_mean"], p["running_var"]
-    if p["training"] or mean is None or var is None:
-        var, mean = torch.var_mean(values, dims, correction=0)
-        if p["training"] and p["running_mean"] is not None and p["running_var"] is not None:
-            # As torch: the running variance is the unbiased one.
-            m = p["momentum"]
-            with torch.no_grad():
-                p["running_mean"].mul_(1 - m).add_(mean.detach(), alpha=m)
-                p["running_var"].mul_(1 - m).add_(torch.var(values.detach(), dims, correction=1), alpha=m)
+    var, mean = torch.var_mean(values, dims, correction=0)
+    if p["training"] and p["running_mean"] is not None and p["running_var"] is not None:
+        # As torch: the running variance is the unbiased one.
+        m = p["momentum"]
+        with torch.no_grad():
+            p["running_mean"].mul_(1 - m).add_(mean.detach(), alpha=m)
+            p["running_var"].mul_(1 - m).add_(torch.var(values.detach(), dims, correction=1), alpha=m)
     out = (values - mean.reshape(along)) * torch.rsqrt(var + p["eps"]).reshape(along)
     if p["weight"] is not None:
         out = out * p["weight"].reshape(along)

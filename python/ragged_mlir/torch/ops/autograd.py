@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ...windows import keeps_extents
 from .library import (
     attention,
     attention_backward,
@@ -204,17 +205,12 @@ def _conv2d_setup(ctx, inputs, output):
     ctx.args = (stride, padding, dilation, groups, bias is not None)
 
 
-def _keeps_extents(kernel, stride, padding, dilation) -> bool:
-    """Whether every image's output has its input's height and width."""
-    return all(stride[i] == 1 and 2 * padding[i] == dilation[i] * (kernel[i] - 1) for i in range(2))
-
-
 def _conv2d_backward(ctx, grad):
     values, heights, widths, weight = ctx.saved_tensors
     stride, padding, dilation, groups, has_bias = ctx.args
     kh, kw, ci, cout = weight.shape
     rows = grad.shape[0]
-    if groups == 1 and _keeps_extents([kh, kw], stride, padding, dilation):
+    if groups == 1 and keeps_extents([kh, kw], stride, padding, dilation):
         # The input gradient is the convolution of the output gradient with
         # the weight flipped and its channels swapped, at the same padding:
         # the forward's op again (on CPU, the kernel library's), no scatter.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ...windows import keeps_extent
+from ...windows import keeps_extents
 from .rules import check_dropout
 
 
@@ -79,7 +79,7 @@ def _window_rows(values, kernel, stride, padding, dilation) -> torch.SymInt:
     keeps every extent (stride 1, "same" padding): then they are the
     input's, and the output shares its size, so that what follows (a
     gradient's pool or convolution) needs no size of its own."""
-    if all(keeps_extent(kernel[i], stride[i], padding[i], dilation[i]) for i in range(2)):
+    if keeps_extents(kernel, stride, padding, dilation):
         return values.shape[0]
     return _dynamic_size()
 
