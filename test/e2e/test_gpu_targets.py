@@ -95,9 +95,9 @@ def op_text(name: str, batch: int = BATCH) -> str:
 
 def encoder_layer_text(batch=BATCH, d: int = 64, heads: int = 4, ff: int = 128, dtype: str = "f32") -> str:
     """A post-LN BERT encoder layer built with ragged_mlir.builders: the one
-    the GPU check script runs (bench/gpu_numerics.py)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    from gpu_numerics import encoder_program
+    the GPU check runs (bench/gpu/cases.py)."""
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2] / d) for d in ("bench/gpu", "bench")]
+    from cases import encoder_program
 
     return encoder_program(d=d, heads=heads, ff=ff, dtype=dtype, batch=batch).module_text()
 

@@ -1,0 +1,710 @@
+"""Torch peers of the GPU check: the PyTorch ways of computing the workloads
+that ``bench/gpu/run.py`` times ragged-mlir's compiled modules against, on
+the same device, and float64 references to check every result against.
+
+The module imports only torch, numpy and the standard library, never
+``ragged_mlir``: the runner uses it on GPU machines that have torch but no
+build of this repository, and on the CPU for a smoke test.
+
+Attention, softmax(scale q k^T [+ causal]) v per item over the item's own
+rows, from packed q, k, v [N, H, d] and offsets [B + 1]
+(:func:`attention_peers`):
+
+  padded SDPA                   ``F.scaled_dot_product_attention`` on
+                                [B, H, Lmax, d] zero-padded tensors with a
+                                boolean key-padding mask (and the causal mask
+                                combined with it): what most code does.
+  padded flash SDPA (no mask)   the same padded tensors with no mask, on the
+                                flash backend on CUDA: B * Lmax^2 work at the
+                                card's best speed per FLOP. Its padded items
+                                are wrong by design (their queries see the
+                                padding); it is a speed reference.
+  NJT SDPA                      jagged nested tensors [B, j, H, d] seen as
+                                [B, H, j, d], the nested-tensor SDPA.
+  FlexAttention packed          all rows as one sequence [1, H, N, d] with a
+                                document BlockMask (same item, and causal),
+                                ``flex_attention`` under ``torch.compile``.
+  varlen_attn                   ``torch.nn.attention.varlen``'s flash
+                                varlen kernel on packed rows and cu_seqlens,
+                                where this torch has it.
+
+Encoder, stacked post-LN BERT layers without biases and mean pooling
+(:func:`encoder_peers`):
+
+  padded eager          [B, Lmax, D], SDPA with a key-padding mask, masked
+                        mean pooling.
+  NJT eager             the same layer code on a jagged nested tensor.
+  FlexAttention packed  the linears on packed rows, flex_attention with a
+                        document BlockMask, the whole model compiled.
+  varlen_attn packed    the linears on packed rows, varlen_attn.
+  inductor padded       ``torch.compile`` of the padded eager model.
+
+Everything a peer needs (device tensors, masks, compiled functions) is made
+before the peer is returned, and the peer has already run (compiled peers
+are compiled then: compile time is not benchmark time), so ``Peer.run`` does only
+the work being timed. A peer that this torch, device or dtype cannot run is
+left out and named in the ``skipped`` dict with a one-line reason instead of
+raising: the GPU machine's torch differs from the development one, and one
+missing kernel must not cost the other numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+try:
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+except ImportError:  # torch before 2.5
+    create_block_mask = flex_attention = None
+
+#: FlexAttention's BlockMask works on blocks of this many rows; the packed
+#: sequence is padded to a multiple of it with rows of a document of their own.
+FLEX_BLOCK = 128
+
+#: The padded SDPA without a mask: right only where no item is padded.
+NO_MASK_FLASH = "padded flash SDPA (no mask)"
+
+#: The layer norms' epsilon (BERT's and torch's default).
+LN_EPS = 1e-5
+
+
+@dataclasses.dataclass
+class Peer:
+    """One torch way of computing a workload, ready to time.
+
+    ``run()`` does the whole work on tensors already on the device and
+    returns its output in the peer's own layout; ``packed(out)`` turns that
+    output into the packed float64 numpy result the references give, for the
+    runner's cross-checks (not timed)."""
+
+    name: str
+    run: Callable[[], Any]
+    packed: Callable[[Any], np.ndarray]
+    flops_note: str = ""
+
+
+def torch_device(driver: str) -> str:
+    """The torch device that runs next to an IREE driver: 'cuda' for the GPU
+    drivers when torch sees a GPU, else 'cpu'."""
+    if driver in ("cuda", "vulkan") and torch.cuda.is_available():
+        return "cuda"
+    return "cpu"
+
+
+def sync(device: str) -> None:
+    """Waits for the device's queued work (CUDA launches are asynchronous)."""
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def gemm_peak_flops(device: str, dtype: str, n: int | None = None) -> float:
+    """Measured FLOP/s of a square ``torch.matmul`` in ``dtype`` on
+    ``device``: the roof the runner divides achieved FLOP/s by.
+
+    n is 8192 on CUDA (big enough to reach the tensor cores' steady state)
+    and 2048 on the CPU for float32; a CPU half-precision matmul has no fast
+    kernel (about 40 s at 2048 on two cores), so the CPU uses 512 there.
+    float32 runs with TF32 off, so it is the true fp32 peak; the global flag
+    is put back afterwards. The result is 2 n^3 over the best of a few timed
+    repetitions after warm-up."""
+    tdt = _torch_dtype(dtype)
+    cuda = str(device).startswith("cuda")
+    if n is None:
+        n = 8192 if cuda else (2048 if tdt == torch.float32 else 512)
+    # On CUDA one repetition is several matmuls, so launch and timer overhead
+    # do not count against a ~1 ms half-precision matmul.
+    per_rep, reps = (10, 5) if cuda else (1, 3)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.randn(n, n, generator=gen).to(device=device, dtype=tdt)
+    b = torch.randn(n, n, generator=gen).to(device=device, dtype=tdt)
+    c = torch.empty(n, n, device=device, dtype=tdt)
+    saved_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for _ in range(2 if cuda else 1):
+            torch.matmul(a, b, out=c)
+        sync(device)
+        best = math.inf
+        for _ in range(reps):
+            start = time.perf_counter()
+            for _ in range(per_rep):
+                torch.matmul(a, b, out=c)
+            sync(device)
+            best = min(best, (time.perf_counter() - start) / per_rep)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved_tf32
+    return 2.0 * n**3 / best
+
+
+# ---------------------------------------------------------------------------
+# float64 references
+# ---------------------------------------------------------------------------
+
+
+def _check_offsets(offsets, rows: int) -> np.ndarray:
+    off = np.asarray(offsets, dtype=np.int64)
+    if off.ndim != 1 or off.size < 1 or off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] != rows:
+        raise ValueError(f"offsets must rise from 0 to the {rows} packed rows, got {off.tolist()}")
+    return off
+
+
+def _softmax_attention_f64(q, k, v, scale: float, causal: bool) -> np.ndarray:
+    """One item: q, k, v float64 [L, H, d] -> [L, H, d]."""
+    qh, kh, vh = (a.transpose(1, 0, 2) for a in (q, k, v))
+    s = scale * (qh @ kh.transpose(0, 2, 1))
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    s -= s.max(axis=-1, keepdims=True)
+    p = np.exp(s)
+    p /= p.sum(axis=-1, keepdims=True)
+    return (p @ vh).transpose(1, 0, 2)
+
+
+def ref_attention_f64(q, k, v, offsets, scale: float, causal: bool = False) -> np.ndarray:
+    """softmax(scale q k^T [+ causal]) v of each item alone, in float64:
+    packed [N, H, d] in, packed float64 [N, H, d] out."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    off = _check_offsets(offsets, q.shape[0])
+    out = np.zeros(q.shape)
+    for s, e in zip(off[:-1], off[1:], strict=True):
+        if e > s:
+            out[s:e] = _softmax_attention_f64(q[s:e], k[s:e], v[s:e], scale, causal)
+    return out
+
+
+def _layer_norm_f64(z, g, b) -> np.ndarray:
+    mean = z.mean(axis=-1, keepdims=True)
+    var = ((z - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (z - mean) / np.sqrt(var + LN_EPS) * g + b
+
+
+def _gelu_f64(z) -> np.ndarray:
+    """Exact gelu; numpy has no erf, torch's float64 one is exact enough."""
+    erf = torch.special.erf(torch.from_numpy(z / math.sqrt(2.0))).numpy()
+    return 0.5 * z * (1.0 + erf)
+
+
+def ref_encoder_f64(x, offsets, layers, heads: int) -> tuple[np.ndarray, np.ndarray]:
+    """The encoder of :func:`encoder_peers` in float64, each item's attention
+    over its own rows: returns (y packed [N, D], pooled [B, D]), pooled the
+    mean of each item's rows and 0 for an empty item."""
+    y = np.array(x, dtype=np.float64)
+    off = _check_offsets(offsets, y.shape[0])
+    rows, dim = y.shape
+    hd = dim // heads
+    for layer in layers:
+        wq, wk, wv, wo, g1, b1, w1, w2, g2, b2 = (np.asarray(p, dtype=np.float64) for p in layer)
+        q, k, v = ((y @ w).reshape(rows, heads, hd) for w in (wq, wk, wv))
+        a = np.zeros((rows, heads, hd))
+        for s, e in zip(off[:-1], off[1:], strict=True):
+            if e > s:
+                a[s:e] = _softmax_attention_f64(q[s:e], k[s:e], v[s:e], hd**-0.5, False)
+        h = _layer_norm_f64(a.reshape(rows, dim) @ wo + y, g1, b1)
+        y = _layer_norm_f64(_gelu_f64(h @ w1) @ w2 + h, g2, b2)
+    pooled = np.zeros((off.size - 1, dim))
+    for i, (s, e) in enumerate(zip(off[:-1], off[1:], strict=True)):
+        if e > s:
+            pooled[i] = y[s:e].mean(axis=0)
+    return y, pooled
+
+
+# ---------------------------------------------------------------------------
+# shared helpers
+# ---------------------------------------------------------------------------
+
+_DTYPES = {
+    "f32": torch.float32,
+    "float32": torch.float32,
+    "f16": torch.float16,
+    "float16": torch.float16,
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+def _torch_dtype(dtype) -> torch.dtype:
+    """'f32' / 'f16' / 'bf16' (or a numpy or torch dtype) -> torch dtype."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    key = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    if key not in _DTYPES:
+        raise ValueError(f"unsupported dtype {dtype!r}")
+    return _DTYPES[key]
+
+
+def _reason(exc: BaseException) -> str:
+    """One line naming an exception: its type and the first sentence of its
+    message (torch's dispatcher errors go on for a paragraph)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else "(no message)"
+    end = text.find(". ")
+    if end != -1:
+        text = text[: end + 1]
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return f"{type(exc).__name__}: {text}"
+
+
+class _Skip(Exception):
+    """A peer known not to apply: its message is the skip reason as is."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def _to_device(a, dtype: torch.dtype, device: str) -> torch.Tensor:
+    """A copy on the device: the caller's array is never shared, so nothing a
+    peer does can write into it."""
+    return torch.from_numpy(np.array(a, copy=True)).to(device=device, dtype=dtype)
+
+
+def _to_f64(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(device="cpu", dtype=torch.float64).numpy()
+
+
+def _compile(fn):
+    """``torch.compile`` with static shapes, and room for one compile per
+    batch: Dynamo caches compiled code per Python function, and the runner
+    builds peers for many batches of different shapes; past its default
+    limit of 8 recompiles it would silently run the function eagerly."""
+    cfg = torch._dynamo.config
+    for names, floor in (
+        (("recompile_limit", "cache_size_limit"), 1024),
+        (("accumulated_recompile_limit", "accumulated_cache_size_limit"), 8192),
+    ):
+        name = next((n for n in names if hasattr(cfg, n)), None)
+        if name is not None and getattr(cfg, name) < floor:
+            setattr(cfg, name, floor)
+    return torch.compile(fn, dynamic=False)
+
+
+class _Rows:
+    """Where each packed row sits in the batch: its item and its position in
+    the item, on the host and on the device, to pad and unpad tensors."""
+
+    def __init__(self, offsets, rows: int, device: str):
+        off = _check_offsets(offsets, rows)
+        lengths = np.diff(off)
+        self.offsets = off
+        self.lengths = lengths
+        self.batch = int(lengths.size)
+        self.rows = rows
+        self.max_len = int(lengths.max(initial=0))
+        item = np.repeat(np.arange(self.batch), lengths)
+        self.item = torch.from_numpy(item).to(device)
+        self.pos = torch.from_numpy(np.arange(rows) - off[:-1][item]).to(device)
+        self.device = device
+
+    def pad(self, t: torch.Tensor) -> torch.Tensor:
+        """[N, ...] -> [B, Lmax, ...], zeros past each item's end."""
+        out = t.new_zeros((self.batch, self.max_len, *t.shape[1:]))
+        out[self.item, self.pos] = t
+        return out
+
+    def unpad(self, t: torch.Tensor) -> torch.Tensor:
+        """[B, Lmax, ...] -> the real rows, packed [N, ...]."""
+        return t[self.item, self.pos]
+
+    def key_valid(self) -> torch.Tensor:
+        """[B, Lmax] bool: True at the item's real rows."""
+        lengths = torch.from_numpy(self.lengths).to(self.device)
+        return torch.arange(self.max_len, device=self.device)[None, :] < lengths[:, None]
+
+    def nested(self, t: torch.Tensor) -> torch.Tensor:
+        """A jagged nested tensor [B, j, ...] of the items' rows, as users
+        build one from a list of per-item tensors."""
+        items = [t[s:e] for s, e in zip(self.offsets[:-1], self.offsets[1:], strict=True)]
+        return torch.nested.nested_tensor(items, layout=torch.jagged)
+
+    def flex_len(self) -> int:
+        """The packed length padded to whole BlockMask blocks (at least one)."""
+        return max(FLEX_BLOCK, -(-self.rows // FLEX_BLOCK) * FLEX_BLOCK)
+
+    def flex_pad(self, t: torch.Tensor) -> torch.Tensor:
+        """[N, ...] -> [flex_len, ...], zero rows after the real ones."""
+        out = t.new_zeros((self.flex_len(), *t.shape[1:]))
+        out[: self.rows] = t
+        return out
+
+    def flex_docs(self) -> torch.Tensor:
+        """Document id of each row of the padded packed sequence: the item,
+        and B for the padding rows, which so attend only to each other."""
+        doc = torch.full((self.flex_len(),), self.batch, dtype=torch.int64, device=self.device)
+        doc[: self.rows] = self.item
+        return doc
+
+    def inv_lengths(self, dtype: torch.dtype) -> torch.Tensor:
+        """[B, 1] 1 / length, 1 for an empty item (whose sum is 0)."""
+        inv = 1.0 / np.maximum(self.lengths, 1).astype(np.float64)
+        return torch.from_numpy(inv).to(device=self.device, dtype=dtype)[:, None]
+
+
+def _document_block_mask(rows: _Rows, causal: bool):
+    """A BlockMask over the padded packed sequence: a query sees the keys of
+    its own document (and, if causal, only those at or before it)."""
+    if create_block_mask is None:
+        raise _Skip(f"this torch ({torch.__version__}) has no FlexAttention")
+    doc = rows.flex_docs()
+
+    def same_doc(b, h, q_idx, kv_idx):
+        return doc[q_idx] == doc[kv_idx]
+
+    def same_doc_causal(b, h, q_idx, kv_idx):
+        return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
+
+    n = rows.flex_len()
+    mask_mod = same_doc_causal if causal else same_doc
+    return create_block_mask(mask_mod, None, None, n, n, device=rows.device)
+
+
+def _find_varlen_attn():
+    """torch's varlen attention function, or None with the reason: its home
+    moved between releases (``torch.nn.attention.varlen`` since 2.9)."""
+    fn = getattr(torch.nn.attention, "varlen_attn", None)
+    if fn is None:
+        try:
+            fn = importlib.import_module("torch.nn.attention.varlen").varlen_attn
+        except (ImportError, AttributeError) as e:
+            return None, f"this torch ({torch.__version__}) has no varlen_attn: {_reason(e)}"
+    return fn, ""
+
+
+def _varlen_call(scale: float | None, head_dim: int, causal: bool):
+    """How to call varlen_attn for this scale and mask, from its signature:
+    (keyword arguments, factor to pre-scale q by) or a reason to skip.
+    Releases differ: causal is ``is_causal=True`` in the first ones and
+    ``window_size=(-1, 0)`` later; ``scale`` came after the first one."""
+    fn, why = _find_varlen_attn()
+    if fn is None:
+        return None, None, 1.0, why
+    params = inspect.signature(fn).parameters
+    kwargs: dict[str, Any] = {}
+    if causal:
+        if "window_size" in params:
+            kwargs["window_size"] = (-1, 0)
+        elif "is_causal" in params:
+            kwargs["is_causal"] = True
+        else:
+            return None, None, 1.0, "varlen_attn has no causal option in this torch"
+    q_factor = 1.0
+    if scale is not None:
+        if "scale" in params:
+            kwargs["scale"] = scale
+        else:
+            # Its fixed scale is head_dim^-0.5: fold the difference into q.
+            q_factor = scale * math.sqrt(head_dim)
+    return fn, kwargs, q_factor, ""
+
+
+def _add(peers: list[Peer], skipped: dict[str, str], name: str, build, device: str, note: str = ""):
+    """Builds a peer (``build() -> (run, packed)``) and runs it twice: the
+    first run compiles what is compiled, the second shows it runs again
+    without recompiling. A peer that fails here is skipped with the reason."""
+    # Trial runs of kernels that turn out not to apply warn at length (SDPA
+    # lists every backend's reason, as warnings and as log records); the
+    # exception says enough.
+    quiet = logging.getLogger("torch.nested")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run, packed = build()
+            run()
+            run()
+            sync(device)
+    except _Skip as e:
+        skipped[name] = str(e)
+        return
+    except Exception as e:  # any failure means this torch cannot run it here
+        skipped[name] = _reason(e)
+        return
+    finally:
+        quiet.setLevel(level)
+    peers.append(Peer(name, run, packed, note))
+
+
+# ---------------------------------------------------------------------------
+# attention
+# ---------------------------------------------------------------------------
+
+
+def attention_peers(
+    q, k, v, offsets, *, scale: float, causal: bool = False, dtype, device: str, compile: bool = True
+) -> tuple[list[Peer], dict[str, str]]:
+    """The torch peers of ragged attention (see the module docstring).
+
+    q, k, v: packed numpy [N, H, d]; offsets: [B + 1], offsets[-1] == N.
+    dtype: 'f32', 'f16' or 'bf16' (or a numpy/torch dtype). compile=False
+    runs FlexAttention eagerly (unfused, materializing the scores), to keep
+    tests fast. Returns (peers, skipped); every peer's ``packed(out)`` is the
+    float64 [N, H, d] result."""
+    tdt = _torch_dtype(dtype)
+    rows = _Rows(offsets, np.shape(q)[0], device)
+    qt, kt, vt = (_to_device(a, tdt, device) for a in (q, k, v))
+    head_dim = qt.shape[-1]
+    peers: list[Peer] = []
+    skipped: dict[str, str] = {}
+    cuda = str(device).startswith("cuda")
+
+    # [B, H, Lmax, d], contiguous: SDPA's fastest layout.
+    padded = [rows.pad(t).transpose(1, 2).contiguous() for t in (qt, kt, vt)]
+
+    def unpad_heads(out):
+        return _to_f64(rows.unpad(out.transpose(1, 2)))
+
+    def build_padded():
+        mask = rows.key_valid()[:, None, None, :]
+        if causal:
+            lmax = rows.max_len
+            mask = mask & torch.ones(lmax, lmax, dtype=torch.bool, device=device).tril()
+        qp, kp, vp = padded
+
+        def run():
+            return F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, scale=scale)
+
+        return run, unpad_heads
+
+    def build_flash():
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        qp, kp, vp = padded
+
+        def run_cuda():
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                return F.scaled_dot_product_attention(qp, kp, vp, is_causal=causal, scale=scale)
+
+        def run_cpu():
+            return F.scaled_dot_product_attention(qp, kp, vp, is_causal=causal, scale=scale)
+
+        return (run_cuda if cuda else run_cpu), unpad_heads
+
+    def build_njt():
+        nq, nk, nv = (rows.nested(t).transpose(1, 2) for t in (qt, kt, vt))
+
+        def run():
+            return F.scaled_dot_product_attention(nq, nk, nv, is_causal=causal, scale=scale)
+
+        return run, lambda out: _to_f64(out.transpose(1, 2).values())
+
+    def build_flex():
+        block_mask = _document_block_mask(rows, causal)
+        # [1, H, n, d]: all items one after another as one sequence.
+        fq, fk, fv = (rows.flex_pad(t).transpose(0, 1).unsqueeze(0).contiguous() for t in (qt, kt, vt))
+        attend = _compile(flex_attention) if compile else flex_attention
+
+        def run():
+            return attend(fq, fk, fv, block_mask=block_mask, scale=scale)
+
+        return run, lambda out: _to_f64(out[0, :, : rows.rows].transpose(0, 1))
+
+    def build_varlen():
+        fn, kwargs, q_factor, why = _varlen_call(scale, head_dim, causal)
+        if fn is None:
+            raise _Skip(why)
+        cu = torch.from_numpy(rows.offsets.astype(np.int32)).to(device)
+        vq = qt * q_factor if q_factor != 1.0 else qt
+        lmax = rows.max_len
+
+        def run():
+            return fn(vq, kt, vt, cu, cu, lmax, lmax, **kwargs)
+
+        return run, _to_f64
+
+    _add(peers, skipped, "padded SDPA", build_padded, device)
+    _add(
+        peers,
+        skipped,
+        NO_MASK_FLASH,
+        build_flash,
+        device,
+        "B*Lmax^2 work, no mask: a speed reference, not a result",
+    )
+    if NO_MASK_FLASH in skipped and cuda:
+        skipped[NO_MASK_FLASH] = f"flash backend, {tdt}: {skipped[NO_MASK_FLASH]}"
+    _add(peers, skipped, "NJT SDPA", build_njt, device)
+    if causal and "NJT SDPA" in skipped:
+        skipped["NJT SDPA"] = f"is_causal=True: {skipped['NJT SDPA']}"
+    _add(peers, skipped, "FlexAttention packed", build_flex, device)
+    _add(peers, skipped, "varlen_attn", build_varlen, device)
+    return peers, skipped
+
+
+# ---------------------------------------------------------------------------
+# encoder
+# ---------------------------------------------------------------------------
+
+
+def _split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
+    """[B, L, D] -> [B, heads, L, D / heads], as models write it."""
+    return t.unflatten(2, (heads, t.shape[2] // heads)).transpose(1, 2)
+
+
+def _merge_heads(t: torch.Tensor) -> torch.Tensor:
+    """[B, heads, L, hd] -> [B, L, heads * hd]."""
+    return t.transpose(1, 2).flatten(2)
+
+
+def _encoder(x: torch.Tensor, params, attend) -> torch.Tensor:
+    """The stacked post-LN layers on rows x [..., D]; ``attend(q, k, v)``
+    maps the projections (same layout as x) to the heads-merged attention."""
+    dim = x.shape[-1]
+    for wq, wk, wv, wo, g1, b1, w1, w2, g2, b2 in params:
+        a = attend(x @ wq, x @ wk, x @ wv)
+        h = F.layer_norm(a @ wo + x, (dim,), g1, b1, eps=LN_EPS)
+        x = F.layer_norm(F.gelu(h @ w1) @ w2 + h, (dim,), g2, b2, eps=LN_EPS)
+    return x
+
+
+def _padded_encoder(x, params, key_mask, valid, inv_len, heads: int):
+    """x [B, Lmax, D] zero-padded; key_mask [B, 1, 1, Lmax]; valid
+    [B, Lmax, 1]. Returns (y [B, Lmax, D], pooled [B, D])."""
+
+    def attend(q, k, v):
+        o = F.scaled_dot_product_attention(
+            _split_heads(q, heads), _split_heads(k, heads), _split_heads(v, heads), attn_mask=key_mask
+        )
+        return _merge_heads(o)
+
+    y = _encoder(x, params, attend)
+    # where, not a product: the padding rows of an empty item see no key and
+    # may hold NaN on some backends, which a product by 0 would keep.
+    pooled = torch.where(valid, y, 0).sum(1) * inv_len
+    return y, pooled
+
+
+def _njt_encoder(x, params, inv_len, heads: int):
+    """x a jagged nested tensor [B, j, D]. Returns (y [B, j, D], pooled)."""
+
+    def attend(q, k, v):
+        o = F.scaled_dot_product_attention(
+            _split_heads(q, heads), _split_heads(k, heads), _split_heads(v, heads)
+        )
+        return _merge_heads(o)
+
+    y = _encoder(x, params, attend)
+    return y, y.sum(dim=1) * inv_len
+
+
+def _packed_pool(y, row_item, inv_len, batch: int):
+    """Mean of each item's rows from packed y [rows, D]; rows with item id
+    ``batch`` (padding) land in a row that is dropped."""
+    sums = torch.zeros(batch + 1, y.shape[-1], device=y.device, dtype=y.dtype).index_add(0, row_item, y)
+    return sums[:batch] * inv_len
+
+
+def _flex_encoder(x, params, block_mask, row_item, inv_len, heads: int, batch: int):
+    """x [1, n, D]: every item's rows in one padded sequence. Returns
+    (y [1, n, D], pooled [B, D])."""
+
+    def attend(q, k, v):
+        q, k, v = (_split_heads(t, heads) for t in (q, k, v))
+        if q.device.type == "cpu":
+            # Inductor's CPU flex template reads the heads' sizes off the
+            # buffer under the view, the [n, D] projection, and fails.
+            q, k, v = (t.contiguous() for t in (q, k, v))
+        return _merge_heads(flex_attention(q, k, v, block_mask=block_mask))
+
+    y = _encoder(x, params, attend)
+    return y, _packed_pool(y[0], row_item, inv_len, batch)
+
+
+def encoder_peers(
+    x, offsets, layers, *, heads: int, dtype, device: str, compile: bool = True
+) -> tuple[list[Peer], dict[str, str]]:
+    """The torch peers of the ragged encoder (see the module docstring).
+
+    x: packed numpy [N, D]; layers: per layer [wq, wk, wv, wo, g1, b1, w1,
+    w2, g2, b2] (numpy). Each peer's ``run()`` returns (y in its own layout,
+    pooled [B, D] dense); ``packed(out)`` is y's real rows, float64 [N, D].
+    compile=False runs FlexAttention eagerly and skips "inductor padded"."""
+    tdt = _torch_dtype(dtype)
+    rows = _Rows(offsets, np.shape(x)[0], device)
+    xt = _to_device(x, tdt, device)
+    params = [[_to_device(p, tdt, device) for p in layer] for layer in layers]
+    dim = xt.shape[-1]
+    head_dim = dim // heads
+    inv_len = rows.inv_lengths(tdt)
+    peers: list[Peer] = []
+    skipped: dict[str, str] = {}
+
+    def padded_inputs():
+        valid = rows.key_valid()
+        return rows.pad(xt), valid[:, None, None, :], valid[:, :, None]
+
+    def unpad_y(out):
+        return _to_f64(rows.unpad(out[0]))
+
+    def build_padded():
+        xp, key_mask, valid = padded_inputs()
+
+        def run():
+            return _padded_encoder(xp, params, key_mask, valid, inv_len, heads)
+
+        return run, unpad_y
+
+    def build_njt():
+        xn = rows.nested(xt)
+
+        def run():
+            return _njt_encoder(xn, params, inv_len, heads)
+
+        return run, lambda out: _to_f64(out[0].values())
+
+    def build_flex():
+        block_mask = _document_block_mask(rows, causal=False)
+        xf = rows.flex_pad(xt).unsqueeze(0)
+        row_item = rows.flex_docs()
+        model = _compile(_flex_encoder) if compile else _flex_encoder
+
+        def run():
+            return model(xf, params, block_mask, row_item, inv_len, heads, rows.batch)
+
+        return run, lambda out: _to_f64(out[0][0, : rows.rows])
+
+    def build_varlen():
+        fn, kwargs, _, why = _varlen_call(None, head_dim, False)
+        if fn is None:
+            raise _Skip(why)
+        cu = torch.from_numpy(rows.offsets.astype(np.int32)).to(device)
+        lmax = rows.max_len
+
+        def attend(q, k, v):
+            split = [t.unflatten(1, (heads, head_dim)) for t in (q, k, v)]
+            return fn(*split, cu, cu, lmax, lmax, **kwargs).flatten(1)
+
+        def run():
+            y = _encoder(xt, params, attend)
+            return y, _packed_pool(y, rows.item, inv_len, rows.batch)
+
+        return run, lambda out: _to_f64(out[0])
+
+    def build_inductor():
+        if not compile:
+            raise _Skip("compile=False")
+        xp, key_mask, valid = padded_inputs()
+        model = _compile(_padded_encoder)
+
+        def run():
+            return model(xp, params, key_mask, valid, inv_len, heads)
+
+        return run, unpad_y
+
+    _add(peers, skipped, "padded eager", build_padded, device)
+    _add(peers, skipped, "NJT eager", build_njt, device)
+    _add(peers, skipped, "FlexAttention packed", build_flex, device)
+    _add(peers, skipped, "varlen_attn packed", build_varlen, device)
+    _add(peers, skipped, "inductor padded", build_inductor, device)
+    return peers, skipped
