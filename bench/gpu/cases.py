@@ -125,7 +125,7 @@ def attention_program(heads=HEADS, hd=HD, dtype="f32", name="w3_attention") -> P
     return prog
 
 
-def _attention_grad_text(name: str, dtype: str, causal: bool) -> str:
+def attention_grad_text(name: str, dtype: str, causal: bool) -> str:
     t = f"!ragged.tensor<?, [L], {HEADS}, {HD}, {dtype}>"
     attrs = f"{{scale = {HD**-0.5!r} : f64{', causal' if causal else ''}}}"
     return (
@@ -490,7 +490,7 @@ def all_cases(seed: int = 0, quick: bool = False, dtypes=("f32", "f16"), only=No
             add(
                 c,
                 "attention_grad",
-                _attention_grad_text(c, dtype, c.endswith("causal")),
+                attention_grad_text(c, dtype, c.endswith("causal")),
                 tokens,
                 _token_make(c),
             )

@@ -576,9 +576,11 @@ SmallVector<Value> lowering::bucketedRows(OpBuilder &rewriter, Location loc,
             return arith::IndexCastOp::create(b, l, b.getI64Type(), len)
                 .getResult();
           });
-      // (The empty [n, S] input only gives the loops their extents.)
+      // (The empty [n, S] input only gives the loops their extents. Of i64,
+      // the accumulator's type: IREE 3.13's CUDA codegen fails to
+      // distribute this reduction over an i1 input, "failed to distribute".)
       Value lens = structured(
-          rewriter, loc, lenInit, {slotInit(rewriter.getI1Type()), slotLen},
+          rewriter, loc, lenInit, {slotInit(i64), slotLen},
           {rewriter.getMultiDimIdentityMap(2), slotOf, slotOf},
           {utils::IteratorType::parallel, utils::IteratorType::reduction},
           [&](OpBuilder &b, Location l, ValueRange a) {
