@@ -74,8 +74,8 @@ def token_sets(seed: int, quick: bool = False) -> dict[str, list[int]]:
     if quick:
         return dict(TOKEN_SETS)
     rng = np.random.default_rng(seed)
-    lens = rng.integers(1, 65, size=16)
-    lens[rng.random(16) < 0.2] = 0
+    lens = rng.integers(1, 49, size=12)
+    lens[rng.random(12) < 0.2] = 0
     return {**TOKEN_SETS, "random": [int(x) for x in lens]}
 
 

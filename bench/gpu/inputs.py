@@ -62,5 +62,7 @@ class Draws:
 
 
 def draw(spec: dict) -> np.ndarray:
-    """The array a :class:`Draws` spec describes."""
-    return uniform(spec["seed"], spec["shape"], spec["lo"], spec["hi"], np.dtype(spec["dtype"]))
+    """The array a :class:`Draws` spec describes (transposed, for a
+    ``transpose`` spec)."""
+    a = uniform(spec["seed"], spec["shape"], spec["lo"], spec["hi"], np.dtype(spec["dtype"]))
+    return np.ascontiguousarray(a.T) if spec.get("transpose") else a

@@ -39,6 +39,18 @@ Encoder, stacked post-LN BERT layers without biases and mean pooling
   varlen_attn packed    the linears on packed rows, varlen_attn.
   inductor padded       ``torch.compile`` of the padded eager model.
 
+Training step, forward, cross-entropy loss and backward without the
+optimizer, of ``nn.TransformerEncoderLayer`` layers, masked mean pooling and
+a linear head, the model users write (:func:`training_peers`):
+
+  padded eager          [B, Lmax, D] with ``src_key_padding_mask``.
+  NJT eager             the layers written out on a jagged nested tensor.
+  inductor padded       ``torch.compile`` of the padded model's forward,
+                        backward through it.
+  FlexAttention packed  the model's own parameters on packed rows,
+                        flex_attention with a document BlockMask, the
+                        forward compiled, backward through it.
+
 Everything a peer needs (device tensors, masks, compiled functions) is made
 before the peer is returned, and the peer has already run (compiled peers
 are compiled then: compile time is not benchmark time), so ``Peer.run`` does only
@@ -50,11 +62,13 @@ missing kernel must not cost the other numbers.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib
 import inspect
 import logging
 import math
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -93,6 +107,9 @@ class Peer:
     run: Callable[[], Any]
     packed: Callable[[Any], np.ndarray]
     flops_note: str = ""
+    #: The module a training peer trains (its grads after ``run()``), for
+    #: checks; None for the other peers.
+    model: Any = None
 
 
 def torch_device(driver: str) -> str:
@@ -249,6 +266,8 @@ def _reason(exc: BaseException) -> str:
     message (torch's dispatcher errors go on for a paragraph)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = lines[0] if lines else "(no message)"
+    # The source location some ATen errors start with ("/__w/.../File.cpp:123: ").
+    text = re.sub(r"^\S+\.(?:cpp|cu|h|py):\d+: ", "", text)
     end = text.find(". ")
     if end != -1:
         text = text[: end + 1]
@@ -409,7 +428,7 @@ def _varlen_call(scale: float | None, head_dim: int, causal: bool):
 
 
 def _add(peers: list[Peer], skipped: dict[str, str], name: str, build, device: str, note: str = ""):
-    """Builds a peer (``build() -> (run, packed)``) and runs it twice: the
+    """Builds a peer (``build() -> (run, packed[, model])``) and runs it twice: the
     first run compiles what is compiled, the second shows it runs again
     without recompiling. A peer that fails here is skipped with the reason."""
     # Trial runs of kernels that turn out not to apply warn at length (SDPA
@@ -421,7 +440,9 @@ def _add(peers: list[Peer], skipped: dict[str, str], name: str, build, device: s
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            run, packed = build()
+            built = build()
+            run, packed = built[:2]
+            model = built[2] if len(built) > 2 else None
             run()
             run()
             sync(device)
@@ -433,7 +454,7 @@ def _add(peers: list[Peer], skipped: dict[str, str], name: str, build, device: s
         return
     finally:
         quiet.setLevel(level)
-    peers.append(Peer(name, run, packed, note))
+    peers.append(Peer(name, run, packed, note, model))
 
 
 # ---------------------------------------------------------------------------
@@ -707,4 +728,191 @@ def encoder_peers(
     _add(peers, skipped, "FlexAttention packed", build_flex, device)
     _add(peers, skipped, "varlen_attn packed", build_varlen, device)
     _add(peers, skipped, "inductor padded", build_inductor, device)
+    return peers, skipped
+
+
+# ---------------------------------------------------------------------------
+# training step
+# ---------------------------------------------------------------------------
+
+
+class Classifier(torch.nn.Module):
+    """bench/train_step.py's ``Classifier`` with its sizes as arguments:
+    ``nn.TransformerEncoderLayer`` x layers (post-LN, GELU, no dropout),
+    mean pooling over each item's real rows, a linear head."""
+
+    def __init__(self, d_model: int, heads: int, ff: int, layers: int, classes: int):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(
+            torch.nn.TransformerEncoderLayer(
+                d_model, heads, ff, dropout=0.0, activation="gelu", batch_first=True
+            )
+            for _ in range(layers)
+        )
+        self.head = torch.nn.Linear(d_model, classes)
+
+    def forward(self, x, padding):
+        """x [B, Lmax, D] padded; padding [B, Lmax] bool, True past an
+        item's end. Returns the logits [B, classes]."""
+        for layer in self.layers:
+            x = layer(x, src_key_padding_mask=padding)
+        keep = (~padding).unsqueeze(-1).to(x.dtype)
+        return self.head((x * keep).sum(1) / keep.sum(1).clamp_min(1))
+
+
+def training_model(*, d_model: int, heads: int, ff: int, layers: int, classes: int, seed: int = 0):
+    """The float32 CPU model every training peer copies: torch's default
+    initialization after ``torch.manual_seed(seed)``, in training mode."""
+    torch.manual_seed(seed)
+    return Classifier(d_model, heads, ff, layers, classes)
+
+
+def training_inputs(lengths, *, d_model: int, classes: int, seed: int = 0):
+    """(x packed float32 [N, D], offsets [B + 1] numpy, labels [B]) on the
+    CPU: each item's rows ``randn(L_b, D)`` from a generator seeded with
+    ``seed``, item after item; label b is b % classes."""
+    lengths = [int(n) for n in lengths]
+    if any(n < 0 for n in lengths):
+        raise ValueError(f"lengths must be >= 0, got {lengths}")
+    gen = torch.Generator().manual_seed(seed)
+    items = [torch.randn(n, d_model, generator=gen) for n in lengths]
+    x = torch.cat(items) if items else torch.zeros(0, d_model)
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+    return x, offsets, torch.arange(len(lengths)) % classes
+
+
+def ref_training_loss_f64(model: Classifier, x, offsets, labels) -> float:
+    """The loss of :func:`training_peers`' step in float64 on the CPU: a
+    ``.double()`` copy of ``model`` on the padded batch."""
+    m = copy.deepcopy(model).to(device="cpu", dtype=torch.float64)
+    rows = _Rows(offsets, x.shape[0], "cpu")
+    with torch.no_grad():
+        logits = m(rows.pad(x.to(device="cpu", dtype=torch.float64)), ~rows.key_valid())
+        return float(F.cross_entropy(logits, labels.to("cpu")))
+
+
+def _njt_classifier(m: Classifier, x):
+    """``m`` on a jagged nested tensor [B, j, D], its layers written out as
+    ``nn.TransformerEncoderLayer`` computes them (bench/train_step.py's
+    ``nested_forward`` without dropout); mean pooling over each item."""
+    for layer in m.layers:
+        attn = layer.self_attn
+        q, k, v = (
+            F.linear(x, w, b).unflatten(-1, (attn.num_heads, attn.head_dim)).transpose(1, 2)
+            for w, b in zip(attn.in_proj_weight.chunk(3), attn.in_proj_bias.chunk(3), strict=True)
+        )
+        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(-2)
+        x = layer.norm1(x + attn.out_proj(a))
+        x = layer.norm2(x + layer.linear2(F.gelu(layer.linear1(x))))
+    return m.head(x.mean(dim=1))
+
+
+def _flex_classifier(m: Classifier, x, block_mask, row_item, inv_len, batch: int):
+    """``m`` with its own parameters on x [1, n, D], every item's rows in
+    one padded sequence, attention by flex_attention over ``block_mask``.
+    Returns the logits [B, classes]."""
+    for layer in m.layers:
+        attn = layer.self_attn
+        q, k, v = (
+            _split_heads(F.linear(x, w, b), attn.num_heads)
+            for w, b in zip(attn.in_proj_weight.chunk(3), attn.in_proj_bias.chunk(3), strict=True)
+        )
+        if q.device.type == "cpu":
+            # As in _flex_encoder: inductor's CPU flex template wants its own buffers.
+            q, k, v = (t.contiguous() for t in (q, k, v))
+        a = _merge_heads(flex_attention(q, k, v, block_mask=block_mask))
+        x = layer.norm1(x + attn.out_proj(a))
+        x = layer.norm2(x + layer.linear2(F.gelu(layer.linear1(x))))
+    return m.head(_packed_pool(x[0], row_item, inv_len, batch))
+
+
+def training_peers(
+    lengths,
+    *,
+    d_model: int,
+    heads: int,
+    ff: int,
+    layers: int,
+    classes: int,
+    dtype,
+    device: str,
+    compile: bool = True,
+    seed: int = 0,
+) -> tuple[list[Peer], dict[str, str]]:
+    """The torch peers of one training step without the optimizer (see the
+    module docstring): forward, ``F.cross_entropy`` against labels
+    ``arange(B) % classes``, backward into ``.grad`` (set to None first).
+
+    Model and inputs come from :func:`training_model` and
+    :func:`training_inputs` (seeded with ``seed``), cast to ``dtype`` and
+    moved to ``device``; every peer trains its own deep copy (``Peer.model``)
+    of the same weights on the same rows. ``run()`` returns the loss, a 0-d
+    tensor; ``packed(out)`` is it as float64 [1], the same for every peer up
+    to rounding (:func:`ref_training_loss_f64` is the float64 one).
+    compile=False runs FlexAttention eagerly and skips "inductor padded".
+
+    An empty item pools to 0 (its logits are the head's bias) where the peer
+    gets it right: the padded peers do on the CPU, but attention over no key
+    may give NaN on other backends, and with every item empty
+    ``nn.MultiheadAttention`` fails (the padded peers are then skipped).
+    Callers pass lengths >= 1."""
+    tdt = _torch_dtype(dtype)
+    if d_model % heads:
+        raise ValueError(f"d_model {d_model} is not a multiple of heads {heads}")
+    x, offsets, labels = training_inputs(lengths, d_model=d_model, classes=classes, seed=seed)
+    model = training_model(d_model=d_model, heads=heads, ff=ff, layers=layers, classes=classes, seed=seed).to(
+        device=device, dtype=tdt
+    )
+    rows = _Rows(offsets, x.shape[0], device)
+    xt = x.to(device=device, dtype=tdt)
+    labels = labels.to(device)
+    peers: list[Peer] = []
+    skipped: dict[str, str] = {}
+
+    def loss_of(out):
+        return np.array([float(out)])
+
+    def step(m: Classifier, forward):
+        def run():
+            m.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(forward(), labels)
+            loss.backward()
+            return loss.detach()
+
+        return run
+
+    def padded_inputs():
+        return rows.pad(xt), ~rows.key_valid()
+
+    def build_padded():
+        m = copy.deepcopy(model)
+        xp, padding = padded_inputs()
+        return step(m, lambda: m(xp, padding)), loss_of, m
+
+    def build_njt():
+        m = copy.deepcopy(model)
+        xn = rows.nested(xt)
+        return step(m, lambda: _njt_classifier(m, xn)), loss_of, m
+
+    def build_inductor():
+        if not compile:
+            raise _Skip("compile=False")
+        m = copy.deepcopy(model)
+        xp, padding = padded_inputs()
+        compiled = _compile(m)
+        return step(m, lambda: compiled(xp, padding)), loss_of, m
+
+    def build_flex():
+        block_mask = _document_block_mask(rows, causal=False)
+        m = copy.deepcopy(model)
+        xf = rows.flex_pad(xt).unsqueeze(0)
+        row_item = rows.flex_docs()
+        inv_len = rows.inv_lengths(tdt)
+        forward = _compile(_flex_classifier) if compile else _flex_classifier
+        return step(m, lambda: forward(m, xf, block_mask, row_item, inv_len, rows.batch)), loss_of, m
+
+    _add(peers, skipped, "padded eager", build_padded, device)
+    _add(peers, skipped, "NJT eager", build_njt, device)
+    _add(peers, skipped, "inductor padded", build_inductor, device)
+    _add(peers, skipped, "FlexAttention packed", build_flex, device)
     return peers, skipped

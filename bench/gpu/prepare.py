@@ -201,6 +201,172 @@ def prepare_bench(targets, out: Path, seed: int, dtypes, quick: bool, log) -> li
     return recs
 
 
+def capture_training_step(lengths, layers: int, draw: Draws) -> list[dict]:
+    """The graphs of one training step of ``nn.TransformerEncoderLayer`` s
+    (bench/train_step.py's classifier, its weights drawn) on a NestedTensor
+    under ``torch.compile(backend="ragged")``, run here on the CPU: per
+    graph (forward, backward), the ragged IR the backend handed to
+    ``ragged_mlir.compile``, its compile options, and the flat arguments
+    and results of its call."""
+    import dataclasses
+
+    import torch
+    import torch.nn.functional as F
+    from train_step import CLASSES, Classifier
+
+    from ragged_mlir.torch import NestedTensor
+
+    torch.manual_seed(0)
+    model = Classifier(layers)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 2:
+                bound = (3.0 / p.shape[1]) ** 0.5
+                p.copy_(torch.from_numpy(draw(tuple(p.shape), -bound, bound)))
+            elif "norm" in name and name.endswith("weight"):
+                p.copy_(torch.from_numpy(draw(tuple(p.shape), 0.5, 1.5)))
+            else:
+                p.copy_(torch.from_numpy(draw(tuple(p.shape), -0.1, 0.1)))
+    x = NestedTensor([torch.from_numpy(draw((int(n), model.head.in_features))) for n in lengths])
+    labels = torch.arange(len(lengths)) % CLASSES
+    graphs: list[dict] = []
+    compile_original = ragged_mlir.compile
+
+    def capture(text, *args, options=None, **kwargs):
+        module = compile_original(text, *args, options=options, **kwargs)
+        graph = {"text": text, "options": options, "calls": []}
+        graphs.append(graph)
+        raw = module.raw
+
+        def recording_raw(name):
+            fn = raw(name)
+
+            def call(*flat):
+                out = fn(*flat)
+                if not graph["calls"]:
+                    results = out if isinstance(out, (list, tuple)) else [out]
+                    graph["calls"].append(
+                        ([np.array(a) for a in flat], [np.array(r.to_host()) for r in results])
+                    )
+                return out
+
+            return call
+
+        module.raw = recording_raw
+        return module
+
+    compiled = torch.compile(
+        model, backend="ragged", dynamic=True, fullgraph=True, options={"fallback": False}
+    )
+    ragged_mlir.compile = capture
+    try:
+        loss = F.cross_entropy(compiled(x), labels)
+        loss.backward()
+    finally:
+        ragged_mlir.compile = compile_original
+    for g in graphs:
+        g["options"] = dataclasses.replace(
+            g["options"], cpu=None, cpu_kernels=None, iree_flags=(), keep_intermediates=False, work_dir=None
+        )
+    return graphs
+
+
+def prepare_training(targets, out: Path, seed: int, quick: bool, log) -> tuple[list[dict], dict]:
+    """(numerics cases of the training step's graphs, its timed workload).
+
+    The references are this machine's results of the same graphs (the CPU
+    compile, which test_models and test_attention_grad check against
+    float64 per item): the training step is checked as a whole on the
+    target, not op by op."""
+    from lengths import sample_lengths
+
+    lengths = [max(1, int(n)) for n in sample_lengths("mnli", 4 if quick else 8, seed)]
+    layers = 1
+    draw = Draws(seed * 1_000_000 + 900_000, np.float32)
+    graphs = capture_training_step(lengths, layers, draw)
+    names = ["train_forward", "train_backward"]
+    if len(graphs) != 2 or any(not g["calls"] for g in graphs):
+        raise RuntimeError(
+            f"a training step gave {len(graphs)} compiled graphs, expected 2 (forward, backward)"
+        )
+    cases_, workload = (
+        [],
+        {
+            "name": "train_step_1l_f32",
+            "workload": "train",
+            "dtype": "f32",
+            "layers": layers,
+            "d_model": cases.D,
+            "heads": cases.HEADS,
+            "ff": cases.FF,
+            "lengths": lengths,
+            "graphs": [],
+            "vmfb": {},
+            "compile_errors": {},
+        },
+    )
+    for name, g in zip(names, graphs, strict=True):
+        paths, errors = {}, {}
+        for target in targets:
+            t0 = time.perf_counter()
+            try:
+                import dataclasses
+
+                module = ragged_mlir.compile(
+                    g["text"], options=dataclasses.replace(g["options"], target=target)
+                )
+            except Exception as e:  # noqa: BLE001
+                errors[target] = _first_line(e)
+                log(f"  {name} [{target}]: compile ERROR {errors[target]}")
+                continue
+            (out / target).mkdir(exist_ok=True)
+            paths[target] = f"{target}/{name}.vmfb"
+            (out / paths[target]).write_bytes(module.vmfb)
+            log(f"  {name} [{target}]: {len(module.vmfb) / 1024:.0f} KiB in {time.perf_counter() - t0:.1f} s")
+        (flat_in, flat_out) = g["calls"][0]
+        specs = [_drawn(draw, a) for a in flat_in]
+        stored = {f"in_{j}": a for j, (a, sp) in enumerate(zip(flat_in, specs, strict=True)) if sp is None}
+        rel = f"data/{name}.npz"
+        np.savez_compressed(out / rel, **stored, **{f"ref_{j}": _stored(a) for j, a in enumerate(flat_out)})
+        cases_.append(
+            {
+                "name": name,
+                "family": "training_step",
+                "dtype": "f32",
+                "function": "main",
+                "rtol": 1e-3,
+                "atol": 1e-3,
+                "vmfb": paths,
+                "compile_errors": errors,
+                "results": [
+                    {"kind": "values" if a.dtype.kind == "f" else "offsets", "items": None} for a in flat_out
+                ],
+                "batches": [{"name": "mnli", "shape": lengths, "data": rel, "inputs": specs}],
+                "reference": "the same graph compiled for llvm-cpu",
+            }
+        )
+        workload["graphs"].append({"name": name, "data": rel, "inputs": specs})
+        for target, path in paths.items():
+            workload["vmfb"].setdefault(target, []).append(path)
+        workload["compile_errors"].update({f"{name} {t}": e for t, e in errors.items()})
+    workload["vmfb"] = {t: p for t, p in workload["vmfb"].items() if len(p) == 2}
+    return cases_, workload
+
+
+def _drawn(draw: Draws, a: np.ndarray) -> dict | None:
+    """The spec of the draw whose values ``a`` holds, or whose transpose
+    (torch hands the backend copies of its parameters, and the backward
+    some of them transposed), if any."""
+    for d, spec in draw.specs:
+        if d.dtype != a.dtype or d.size != a.size:
+            continue
+        if d.shape == a.shape and np.array_equal(d, a):
+            return spec
+        if d.ndim == 2 and d.T.shape == a.shape and np.array_equal(d.T, a):
+            return {**spec, "transpose": True}
+    return None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -214,6 +380,12 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="+", metavar="CASE", help="numerics cases to keep (f32 names)")
     ap.add_argument("--dtypes", nargs="+", default=["f32", "f16"], choices=["f32", "f16"])
     ap.add_argument("--no-bench", action="store_true", help="numerics only")
+    ap.add_argument(
+        "--no-training",
+        dest="training",
+        action="store_false",
+        help="leave out the training step (needs torch)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     targets = args.target or ["cuda", "vulkan-spirv"]
@@ -232,6 +404,11 @@ def main(argv=None) -> int:
     for case in cases.all_cases(args.seed, args.quick, tuple(args.dtypes), args.only):
         numerics.append(prepare_numerics(case, targets, out, args.seed, log))
     bench = [] if args.no_bench else prepare_bench(targets, out, args.seed, args.dtypes, args.quick, log)
+    if args.training:
+        train_cases, train_workload = prepare_training(targets, out, args.seed, args.quick, log)
+        numerics += train_cases
+        if not args.no_bench:
+            bench.append(train_workload)
     manifest = {
         "format": FORMAT,
         "targets": targets,

@@ -236,12 +236,14 @@ def timeit(fns: dict, sync, min_reps: int = 3, max_reps: int = 20, target_s: flo
 
 
 def workload_flops(w: dict, lengths: np.ndarray) -> float:
-    """Useful FLOPs: real tokens only, each item's own L^2 for attention."""
+    """Useful FLOPs: real tokens only, each item's own L^2 for attention; a
+    training step counts three times its forward."""
     sq = float((lengths.astype(np.float64) ** 2).sum())
     if w["workload"] == "w3":
         return 4.0 * sq * w["heads"] * w["head_dim"]
     d, ff, n = w["d_model"], w["ff"], float(lengths.sum())
-    return w["layers"] * (2.0 * n * (4 * d * d + 2 * d * ff) + 4.0 * sq * d)
+    forward = w["layers"] * (2.0 * n * (4 * d * d + 2 * d * ff) + 4.0 * sq * d)
+    return 3.0 * forward if w["workload"] == "train" else forward
 
 
 def workload_inputs(w: dict, lengths: np.ndarray, dtype, seed: int):
@@ -319,12 +321,7 @@ def run_workload_batch(w, batch, target, dev, fn, peers_mod, torch_device, peak,
             skipped["compiled peers"] = "not enough time left to compile them"
     fns.update({p.name: p.run for p in peers})
     sync = (lambda: peers_mod.sync(torch_device)) if peers_mod is not None else (lambda: None)
-    times = timeit(fns, sync)
-    ours = times["ragged-mlir"]["median_s"]
-    rec["ms"] = {k: v["median_s"] * 1e3 for k, v in times.items()}
-    rec["reps"] = {k: v["reps"] for k, v in times.items()}
-    rec["speedup"] = {k: v["median_s"] / ours for k, v in times.items() if k != "ragged-mlir"}
-    rec["roofline"] = {k: rec["flops"] / v["median_s"] / peak for k, v in times.items()} if peak else None
+    _timed_record(rec, timeit(fns, sync), peak)
     rec["skipped"] = skipped
     # Agreement with the first peer that computes the real result.
     out = to_host(fn(*dev_args))[0].astype(np.float64)
@@ -338,6 +335,61 @@ def run_workload_batch(w, batch, target, dev, fn, peers_mod, torch_device, peak,
             rec["max_abs_diff"] = {"peer": p.name, "error": first_line(e)}
         break
     return rec
+
+
+def run_training(w, target, dev, folder, peers_mod, torch_device, peak, deadline) -> dict:
+    """The training step: its forward graph, then its backward graph, on
+    the arguments recorded on the CPU machine, against the peers' forward,
+    loss and backward of the same model."""
+    lengths = np.asarray(w["lengths"], np.int64)
+    rec = {
+        "workload": w["name"],
+        "target": target,
+        "dataset": "mnli",
+        "B": len(lengths),
+        "tokens": int(lengths.sum()),
+        "util": float(lengths.sum() / (len(lengths) * lengths.max())),
+        "flops": workload_flops(w, lengths),
+    }
+    calls, contexts = [], []
+    for graph, path in zip(w["graphs"], w["vmfb"][target], strict=True):
+        ctx, fn = dev.load(folder / path, "main")
+        data = np.load(folder / graph["data"])
+        args = [data[f"in_{j}"] if spec is None else draw(spec) for j, spec in enumerate(graph["inputs"])]
+        dev_args = [dev.upload(a) for a in args]
+        contexts.append(ctx)
+        calls.append((fn, dev_args))
+    fns = {"ragged-mlir": lambda: [fn(*a) for fn, a in calls]}
+    peers, skipped = [], {}
+    if peers_mod is not None and time.monotonic() < deadline - 30:
+        compile_peers = time.monotonic() < deadline - 90
+        try:
+            peers, skipped = peers_mod.training_peers(
+                lengths,
+                d_model=w["d_model"],
+                heads=w["heads"],
+                ff=w["ff"],
+                layers=w["layers"],
+                classes=3,
+                dtype=w["dtype"],
+                device=torch_device,
+                compile=compile_peers,
+            )
+        except Exception as e:  # noqa: BLE001
+            skipped["peers"] = first_line(e)
+    fns.update({p.name: p.run for p in peers})
+    sync = (lambda: peers_mod.sync(torch_device)) if peers_mod is not None else (lambda: None)
+    _timed_record(rec, timeit(fns, sync), peak)
+    rec["skipped"] = skipped
+    return rec
+
+
+def _timed_record(rec: dict, times: dict, peak: float | None) -> None:
+    ours = times["ragged-mlir"]["median_s"]
+    rec["ms"] = {k: v["median_s"] * 1e3 for k, v in times.items()}
+    rec["reps"] = {k: v["reps"] for k, v in times.items()}
+    rec["speedup"] = {k: v["median_s"] / ours for k, v in times.items() if k != "ragged-mlir"}
+    rec["roofline"] = {k: rec["flops"] / v["median_s"] / peak for k, v in times.items()} if peak else None
 
 
 # --------------------------------------------------------------------------
@@ -495,6 +547,32 @@ def main(argv=None) -> int:
                     report["bench"].append(
                         {"workload": w["name"], "target": target, "error": w["compile_errors"].get(target)}
                     )
+                    continue
+                if w["workload"] == "train":
+                    label = f"{w['name']} on {target}, mnli B {len(w['lengths'])}"
+                    if time.monotonic() > deadline - 15 or i > 0:
+                        report["skipped"].append(
+                            f"{label}: out of time" if i == 0 else f"{label}: timed on {targets[0]} only"
+                        )
+                        continue
+                    try:
+                        rec = run_training(
+                            w,
+                            target,
+                            dev,
+                            args.folder,
+                            use_peers,
+                            torch_device,
+                            report["gemm_peak"].get(w["dtype"]),
+                            deadline,
+                        )
+                        x = ", ".join(f"{k} {v:.2f}x" for k, v in rec["speedup"].items())
+                        log(f"{label}: {rec['ms']['ragged-mlir']:.3f} ms; {x}")
+                    except Exception as e:  # noqa: BLE001
+                        rec = {"workload": w["name"], "target": target, "error": first_line(e)}
+                        log(f"{label}: ERROR {first_line(e)}")
+                    report["bench"].append(rec)
+                    save()
                     continue
                 try:
                     ctx, fn = dev.load(args.folder / w["vmfb"][target], w["function"])

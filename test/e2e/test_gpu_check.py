@@ -2,7 +2,8 @@
 bench/gpu_check.sh`` prepares the folder (modules, float64 references) and
 runs it with the runtime-only script the GPU machine runs, in a process
 that has no ragged_mlir on its path; every numerics case must pass and
-both timed workloads must report. A corrupted reference must fail, and the
+every timed workload (attention, an encoder layer, a training step) must
+report. A corrupted reference must fail, and the
 inputs both machines draw must be the same bits everywhere.
 
 Benchmarks are not tests: nothing here looks at a time.
@@ -71,11 +72,19 @@ def test_the_check_runs_end_to_end_on_the_cpu(folder):
     assert {(c, "f32") for c in CASES} <= names
     assert {("attention_grad_causal_f16", "f16"), ("conv2d_s2_f16", "f16")} <= names
     assert [r for r in report["numerics"] if r["status"] != "PASS"] == []
-    # Every batch of every case ran, the edge cases included.
+    # Every batch of every op case ran, the edge cases included.
     for r in report["numerics"]:
-        assert len(r["batches"]) >= 4, r
+        assert len(r["batches"]) >= (1 if r["family"] == "training_step" else 4), r
     timed = {r["workload"] for r in report["bench"] if "ms" in r}
-    assert timed == {"w3_attention_f32", "w3_attention_f16", "w4_encoder_1l_f32", "w4_encoder_1l_f16"}
+    assert timed == {
+        "w3_attention_f32",
+        "w3_attention_f16",
+        "w4_encoder_1l_f32",
+        "w4_encoder_1l_f16",
+        "train_step_1l_f32",
+    }
+    # The training step's graphs, captured from torch.compile(backend="ragged").
+    assert {"train_forward", "train_backward"} <= {r["case"] for r in report["numerics"]}
     for r in report["bench"]:
         assert r["flops"] > 0 and r["ms"]["ragged-mlir"] > 0
     assert report["gemm_peak"]["f32"] > 0
