@@ -10,8 +10,8 @@
 #
 # The folder holds the compiled modules, the float64 references
 # (bench/gpu/prepare.py), the runtime-only runner (bench/gpu/run.py,
-# peers.py, inputs.py, run.sh), the IREE runtime wheel for CPython 3.12 and
-# the Vulkan loader's Debian package: one path to carry, a few tens of MiB.
+# peers.py, inputs.py, run.sh), the IREE runtime's wheels for CPython 3.12
+# and the Vulkan loader's Debian package: one path to carry, a few tens of MiB.
 #
 # Environment:
 #   TARGET=...       one target instead of cuda and vulkan-spirv
@@ -40,12 +40,15 @@ if [ "${TARGET:-}" = llvm-cpu ]; then
   exit
 fi
 
-version="$(python -c 'import importlib.metadata as m; print(m.version("iree-base-runtime"))')"
+# The IREE runtime and what it needs beyond numpy (ml_dtypes), at the
+# versions this machine runs.
+pins="$(python -c 'import importlib.metadata as m; print(*(f"{d}=={m.version(d)}" for d in ("iree-base-runtime", "ml_dtypes")))')"
 mkdir -p "$folder/wheels" "$folder/debs"
+# shellcheck disable=SC2086
 python -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
   --python-version "${RUNTIME_PY:-3.12}" --implementation cp \
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d "$folder/wheels" "iree-base-runtime==$version"
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 -d "$folder/wheels" $pins
 # The Vulkan loader, for a machine that has the driver but not the loader.
 lists="$(mktemp -d)"
 mkdir -p "$lists/partial"
@@ -58,6 +61,11 @@ else
 fi
 
 rel="${folder#"$root"/}"
+mib=$(( $(du -sk "$folder" | cut -f1) / 1024 ))
+tree=$(( $(git ls-files -z | du -ck --files0-from=- | tail -n 1 | cut -f1) / 1024 ))
+if [ $(( mib + tree )) -gt 62 ]; then
+  echo "# warning: $rel ($mib MiB) and the tree ($tree MiB) come near the 64 MiB a device call carries"
+fi
 echo
 echo "# $(du -sh "$folder" | cut -f1) in $rel. On the GPU machine, from the repository root,"
 echo "# with $rel carried:"

@@ -6,8 +6,9 @@
 #
 #   bash FOLDER/run.sh [run.py arguments]
 #
-# - The IREE runtime: the interpreter's own if it has one, else the wheel
-#   in FOLDER/wheels, installed into a temporary folder (no network).
+# - The IREE runtime: the interpreter's own if it has one, else the wheels
+#   in FOLDER/wheels (ml_dtypes's only where the interpreter lacks it),
+#   installed into a temporary folder (no network).
 # - Vulkan: if the system has no Vulkan loader, the one in FOLDER/debs,
 #   unpacked into a temporary folder (never into /), with the NVIDIA
 #   driver's ICD where the driver mount has one.
@@ -24,13 +25,18 @@ python="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1
 
 if ! "$python" -c 'import iree.runtime' 2>/dev/null; then
-  if ! ls "$here"/wheels/iree_base_runtime-*.whl >/dev/null 2>&1; then
-    echo "run.sh: $python has no iree.runtime and $here/wheels has no wheel of it" >&2
-    exit 2
-  fi
+  # The runtime's wheel, and ml_dtypes's where the interpreter lacks it.
+  wheels=("$here"/wheels/iree_base_runtime-*.whl)
+  "$python" -c 'import ml_dtypes' 2>/dev/null || wheels+=("$here"/wheels/ml_dtypes-*.whl)
+  for w in "${wheels[@]}"; do
+    if [ ! -f "$w" ]; then
+      echo "run.sh: $python cannot import iree.runtime and $w is missing" >&2
+      exit 2
+    fi
+  done
   site="$(mktemp -d)"
   "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --disable-pip-version-check \
-    --target "$site" "$here"/wheels/iree_base_runtime-*.whl || exit 2
+    --target "$site" "${wheels[@]}" || exit 2
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 
