@@ -261,3 +261,43 @@ def test_batch_norm_training_is_one_graph(dtype):
     assert sum(torch._dynamo.utils.counters["graph_break"].values()) == breaks
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         model(NestedTensor([torch.randn(3, 1, 1, dtype=dtype)]))
+
+
+class PoolThenGroupNorm(nn.Module):
+    """conv -> strided max pool -> GroupNorm -> ReLU -> conv -> mean pool:
+    the GroupNorm's input has a row count only the device knows."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.norm = nn.GroupNorm(2, 8)
+        self.conv2 = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        x = self.conv2(torch.relu(self.norm(self.pool(self.conv1(x)))))
+        return F.adaptive_avg_pool2d(x, 1).flatten(1)
+
+
+def test_group_norm_after_a_strided_pool_trains():
+    """A view of the pool's output, saved for the backward, is rebuilt on
+    the host with its rows read off the result: the backward was refused
+    ("its value u0 depends on u0, which no input size determines"). The
+    loss gradients equal fp64 on each image, with no graph break."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = PoolThenGroupNorm()
+    ref = PoolThenGroupNorm().double()
+    ref.load_state_dict(model.state_dict())
+    compiled = torch.compile(model, backend="ragged", options={"fallback": False})
+    breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    g = torch.Generator().manual_seed(3)
+    for sizes in ([(9, 12), (16, 8), (7, 7)], [(2, 3), (10, 10)]):
+        imgs = [torch.randn(3, h, w, generator=g, dtype=torch.float64) for h, w in sizes]
+        model.zero_grad()
+        ref.zero_grad()
+        compiled(NestedTensor([i.float() for i in imgs])).square().sum().backward()
+        sum(ref(i[None]).square().sum() for i in imgs).backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters(), strict=True):
+            torch.testing.assert_close(p.grad.double(), q.grad, rtol=2e-4, atol=2e-5, msg=name)
+    assert sum(torch._dynamo.utils.counters["graph_break"].values()) == breaks

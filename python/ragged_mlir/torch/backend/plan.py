@@ -277,14 +277,27 @@ def _view_replay(
     not be (attention returns a transposed layout), so a ``view`` that its
     strides do not allow becomes a ``reshape``."""
     root = chain[0].args[0]
-    scalars = {a: host_value(a) for n in chain for a in n.all_input_nodes if a is not root and a not in chain}
+    # A view whose sizes are constants but for one dim (-1) reads no size
+    # from the host: its rows may be a count only the device knows (after a
+    # strided convolution or pool).
+    constant_sizes = {n: static_view_sizes(n) for n in chain}
+    scalars = {
+        a: host_value(a)
+        for n in chain
+        if constant_sizes[n] is None
+        for a in n.all_input_nodes
+        if a is not root and a not in chain
+    }
 
     def replay(args: Sequence[Any], results: Sequence[Any]) -> Any:
         env: dict[fx.Node, Any] = {root: base(args, results)}
         for a, evaluate in scalars.items():
             env[a] = evaluate(args)
         for n in chain:
-            fargs, fkwargs = fx.map_arg((n.args, n.kwargs), lambda a: env[a])
+            if constant_sizes[n] is not None:
+                fargs, fkwargs = (env[n.args[0]], constant_sizes[n]), {}
+            else:
+                fargs, fkwargs = fx.map_arg((n.args, n.kwargs), lambda a: env[a])
             if own_base and n.target is torch.ops.aten.view.default and not _viewable(fargs[0], fargs[1]):
                 env[n] = torch.ops.aten.reshape.default(*fargs, **fkwargs)
             else:
