@@ -54,7 +54,10 @@ a linear head, the model users write (:func:`training_peers`):
 Everything a peer needs (device tensors, masks, compiled functions) is made
 before the peer is returned, and the peer has already run (compiled peers
 are compiled then: compile time is not benchmark time), so ``Peer.run`` does only
-the work being timed. A peer that this torch, device or dtype cannot run is
+the work being timed. A compiled peer compiles once per configuration (the
+function, heads, layers, model sizes, dtype, device, causal) for dynamic
+shapes, and the later batches of any B and lengths reuse that code: a compile
+takes 10 to 60 s on a GPU, one per batch would not fit the runner's budget. A peer that this torch, device or dtype cannot run is
 left out and named in the ``skipped`` dict with a one-line reason instead of
 raising: the GPU machine's torch differs from the development one, and one
 missing kernel must not cost the other numbers.
@@ -293,20 +296,79 @@ def _to_f64(t: torch.Tensor) -> np.ndarray:
     return t.detach().to(device="cpu", dtype=torch.float64).numpy()
 
 
-def _compile(fn):
-    """``torch.compile`` with static shapes, and room for one compile per
-    batch: Dynamo caches compiled code per Python function, and the runner
-    builds peers for many batches of different shapes; past its default
-    limit of 8 recompiles it would silently run the function eagerly."""
-    cfg = torch._dynamo.config
-    for names, floor in (
-        (("recompile_limit", "cache_size_limit"), 1024),
-        (("accumulated_recompile_limit", "accumulated_cache_size_limit"), 8192),
-    ):
-        name = next((n for n in names if hasattr(cfg, n)), None)
-        if name is not None and getattr(cfg, name) < floor:
-            setattr(cfg, name, floor)
-    return torch.compile(fn, dynamic=False)
+#: The compiled callables, one per configuration: what the traced code
+#: depends on (the function, the model's sizes, dtype, device, causal), never
+#: a batch's shape. The runner builds peers for many batches in one process;
+#: each batch reuses its configuration's callable, whose code was compiled for
+#: dynamic batch sizes by the first batch (see :func:`_compiled`).
+_COMPILED: dict[tuple, Callable] = {}
+
+
+def _compiled(key: tuple, make: Callable[[], Callable], dynamic: bool = True) -> Callable:
+    """The compiled callable of configuration ``key``, ``torch.compile`` of
+    ``make()`` with dynamic shapes on its first use (``dynamic=False``: a
+    compile per batch shape, where dynamic shapes fail).
+
+    Everything that differs between batches (weights, block masks, B, the
+    padded lengths) must be an argument of ``make()``'s function, and every
+    size that does not (heads, model and head dimensions) must be static: an
+    int attribute of a module (:class:`_WithHeads`, a model's own), or a
+    tensor dimension the caller marks with :func:`_static_dims`. Then a new
+    batch runs the code compiled for the first one. (Two sizes that happen to be equal in the first batch share a
+    symbol, and the first batch where they differ compiles once more, for
+    good.)
+
+    Dynamo keeps compiled code per Python code object, shared by the
+    configurations; its default limit of 8 entries would make it silently
+    run the function eagerly past it, so the limits are raised."""
+    fn = _COMPILED.get(key)
+    if fn is None:
+        cfg = torch._dynamo.config
+        for names, floor in (
+            (("recompile_limit", "cache_size_limit"), 256),
+            (("accumulated_recompile_limit", "accumulated_cache_size_limit"), 2048),
+        ):
+            name = next((n for n in names if hasattr(cfg, n)), None)
+            if name is not None and getattr(cfg, name) < floor:
+                setattr(cfg, name, floor)
+        fn = _COMPILED[key] = torch.compile(make(), dynamic=dynamic)
+    return fn
+
+
+def _flex_dynamic(device: str) -> bool:
+    """Whether a model with flex_attention inside compiles for dynamic
+    shapes on ``device``. Not on the CPU: inductor's CPU flex template puts
+    its block sizes into the mask code by replacing their size-variable
+    names as text ("ks1" also inside "ks18"), and the C++ does not compile
+    once a graph has a few symbolic sizes (the encoder's B besides the
+    packed length and block counts). The bare flex_attention of the
+    attention peer has only the latter two and compiles there."""
+    return not str(device).startswith("cpu")
+
+
+class _WithHeads(torch.nn.Module):
+    """``fn(*args, heads)`` as a module, to compile: Dynamo makes a module's
+    int attributes constants, where with dynamic shapes the ints among a
+    function's arguments or in its closure become symbolic sizes (and share
+    a symbol with any batch size of the same value)."""
+
+    def __init__(self, fn, heads: int):
+        super().__init__()
+        self.fn = fn
+        self.heads = heads
+
+    def forward(self, *args):
+        return self.fn(*args, self.heads)
+
+
+def _static_dims(t: torch.Tensor, dims=None) -> torch.Tensor:
+    """Marks t's dimensions ``dims`` (all if None) static for a compile with
+    dynamic shapes: model sizes stay constants in the compiled code (heads
+    and head_dim must, for flex_attention's kernels), and cannot share a
+    symbol with a batch size of the same value."""
+    for d in range(t.dim()) if dims is None else dims:
+        torch._dynamo.mark_static(t, d)
+    return t
 
 
 class _Rows:
@@ -348,8 +410,10 @@ class _Rows:
         return torch.nested.nested_tensor(items, layout=torch.jagged)
 
     def flex_len(self) -> int:
-        """The packed length padded to whole BlockMask blocks (at least one)."""
-        return max(FLEX_BLOCK, -(-self.rows // FLEX_BLOCK) * FLEX_BLOCK)
+        """The packed length padded to whole BlockMask blocks, at least two:
+        compiled code specializes a size of 1, so a one-block first batch
+        would make the next batch compile again."""
+        return max(2 * FLEX_BLOCK, -(-self.rows // FLEX_BLOCK) * FLEX_BLOCK)
 
     def flex_pad(self, t: torch.Tensor) -> torch.Tensor:
         """[N, ...] -> [flex_len, ...], zero rows after the real ones."""
@@ -523,8 +587,14 @@ def attention_peers(
     def build_flex():
         block_mask = _document_block_mask(rows, causal)
         # [1, H, n, d]: all items one after another as one sequence.
-        fq, fk, fv = (rows.flex_pad(t).transpose(0, 1).unsqueeze(0).contiguous() for t in (qt, kt, vt))
-        attend = _compile(flex_attention) if compile else flex_attention
+        fq, fk, fv = (
+            _static_dims(rows.flex_pad(t).transpose(0, 1).unsqueeze(0).contiguous(), (1, 3))
+            for t in (qt, kt, vt)
+        )
+        attend = flex_attention
+        if compile:
+            key = ("flex attention", causal, scale, tuple(qt.shape[1:]), tdt, str(device))
+            attend = _compiled(key, lambda: flex_attention)
 
         def run():
             return attend(fq, fk, fv, block_mask=block_mask, scale=scale)
@@ -619,14 +689,16 @@ def _njt_encoder(x, params, inv_len, heads: int):
     return y, y.sum(dim=1) * inv_len
 
 
-def _packed_pool(y, row_item, inv_len, batch: int):
-    """Mean of each item's rows from packed y [rows, D]; rows with item id
-    ``batch`` (padding) land in a row that is dropped."""
+def _packed_pool(y, row_item, inv_len):
+    """Mean of each item's rows from packed y [rows, D], inv_len [B, 1];
+    rows with item id B (padding) land in a row that is dropped. (B is
+    inv_len's size, not an int argument: compiled code keeps it symbolic.)"""
+    batch = inv_len.shape[0]
     sums = torch.zeros(batch + 1, y.shape[-1], device=y.device, dtype=y.dtype).index_add(0, row_item, y)
     return sums[:batch] * inv_len
 
 
-def _flex_encoder(x, params, block_mask, row_item, inv_len, heads: int, batch: int):
+def _flex_encoder(x, params, block_mask, row_item, inv_len, heads: int):
     """x [1, n, D]: every item's rows in one padded sequence. Returns
     (y [1, n, D], pooled [B, D])."""
 
@@ -639,7 +711,7 @@ def _flex_encoder(x, params, block_mask, row_item, inv_len, heads: int, batch: i
         return _merge_heads(flex_attention(q, k, v, block_mask=block_mask))
 
     y = _encoder(x, params, attend)
-    return y, _packed_pool(y[0], row_item, inv_len, batch)
+    return y, _packed_pool(y[0], row_item, inv_len)
 
 
 def encoder_peers(
@@ -654,8 +726,18 @@ def encoder_peers(
     tdt = _torch_dtype(dtype)
     rows = _Rows(offsets, np.shape(x)[0], device)
     xt = _to_device(x, tdt, device)
-    params = [[_to_device(p, tdt, device) for p in layer] for layer in layers]
+    # The weights change from batch to batch: arguments of the compiled
+    # code, their sizes static.
+    params = [[_static_dims(_to_device(p, tdt, device)) for p in layer] for layer in layers]
     dim = xt.shape[-1]
+    # What the compiled encoders' code depends on, the same for every batch.
+    config = (
+        len(params),
+        heads,
+        tuple(tuple(p.shape) for p in params[0]) if params else (),
+        tdt,
+        str(device),
+    )
     head_dim = dim // heads
     inv_len = rows.inv_lengths(tdt)
     peers: list[Peer] = []
@@ -663,7 +745,7 @@ def encoder_peers(
 
     def padded_inputs():
         valid = rows.key_valid()
-        return rows.pad(xt), valid[:, None, None, :], valid[:, :, None]
+        return _static_dims(rows.pad(xt), (2,)), valid[:, None, None, :], valid[:, :, None]
 
     def unpad_y(out):
         return _to_f64(rows.unpad(out[0]))
@@ -686,12 +768,14 @@ def encoder_peers(
 
     def build_flex():
         block_mask = _document_block_mask(rows, causal=False)
-        xf = rows.flex_pad(xt).unsqueeze(0)
+        xf = _static_dims(rows.flex_pad(xt).unsqueeze(0), (2,))
         row_item = rows.flex_docs()
-        model = _compile(_flex_encoder) if compile else _flex_encoder
+        model = _WithHeads(_flex_encoder, heads)
+        if compile:
+            model = _compiled(("flex encoder", *config), lambda: model, _flex_dynamic(device))
 
         def run():
-            return model(xf, params, block_mask, row_item, inv_len, heads, rows.batch)
+            return model(xf, params, block_mask, row_item, inv_len)
 
         return run, lambda out: _to_f64(out[0][0, : rows.rows])
 
@@ -708,7 +792,7 @@ def encoder_peers(
 
         def run():
             y = _encoder(xt, params, attend)
-            return y, _packed_pool(y, rows.item, inv_len, rows.batch)
+            return y, _packed_pool(y, rows.item, inv_len)
 
         return run, lambda out: _to_f64(out[0])
 
@@ -716,10 +800,10 @@ def encoder_peers(
         if not compile:
             raise _Skip("compile=False")
         xp, key_mask, valid = padded_inputs()
-        model = _compile(_padded_encoder)
+        model = _compiled(("padded encoder", *config), lambda: _WithHeads(_padded_encoder, heads))
 
         def run():
-            return model(xp, params, key_mask, valid, inv_len, heads)
+            return model(xp, params, key_mask, valid, inv_len)
 
         return run, unpad_y
 
@@ -791,6 +875,12 @@ def ref_training_loss_f64(model: Classifier, x, offsets, labels) -> float:
         return float(F.cross_entropy(logits, labels.to("cpu")))
 
 
+def _call_module(m: torch.nn.Module, *args):
+    """``m(*args)``: compiled with the module as an argument, the code
+    compiled for one instance serves every instance of the same structure."""
+    return m(*args)
+
+
 def _njt_classifier(m: Classifier, x):
     """``m`` on a jagged nested tensor [B, j, D], its layers written out as
     ``nn.TransformerEncoderLayer`` computes them (bench/train_step.py's
@@ -807,7 +897,7 @@ def _njt_classifier(m: Classifier, x):
     return m.head(x.mean(dim=1))
 
 
-def _flex_classifier(m: Classifier, x, block_mask, row_item, inv_len, batch: int):
+def _flex_classifier(m: Classifier, x, block_mask, row_item, inv_len):
     """``m`` with its own parameters on x [1, n, D], every item's rows in
     one padded sequence, attention by flex_attention over ``block_mask``.
     Returns the logits [B, classes]."""
@@ -823,7 +913,7 @@ def _flex_classifier(m: Classifier, x, block_mask, row_item, inv_len, batch: int
         a = _merge_heads(flex_attention(q, k, v, block_mask=block_mask))
         x = layer.norm1(x + attn.out_proj(a))
         x = layer.norm2(x + layer.linear2(F.gelu(layer.linear1(x))))
-    return m.head(_packed_pool(x[0], row_item, inv_len, batch))
+    return m.head(_packed_pool(x[0], row_item, inv_len))
 
 
 def training_peers(
@@ -882,7 +972,12 @@ def training_peers(
         return run
 
     def padded_inputs():
-        return rows.pad(xt), ~rows.key_valid()
+        return _static_dims(rows.pad(xt), (2,)), ~rows.key_valid()
+
+    # What the compiled forwards' code depends on: the model's structure and
+    # sizes, not its instance (each peer trains its own copy, an argument of
+    # the compiled code) nor the batch.
+    config = (d_model, heads, ff, layers, classes, tdt, str(device))
 
     def build_padded():
         m = copy.deepcopy(model)
@@ -899,17 +994,19 @@ def training_peers(
             raise _Skip("compile=False")
         m = copy.deepcopy(model)
         xp, padding = padded_inputs()
-        compiled = _compile(m)
-        return step(m, lambda: compiled(xp, padding)), loss_of, m
+        compiled = _compiled(("padded classifier", *config), lambda: _call_module)
+        return step(m, lambda: compiled(m, xp, padding)), loss_of, m
 
     def build_flex():
         block_mask = _document_block_mask(rows, causal=False)
         m = copy.deepcopy(model)
-        xf = rows.flex_pad(xt).unsqueeze(0)
+        xf = _static_dims(rows.flex_pad(xt).unsqueeze(0), (2,))
         row_item = rows.flex_docs()
         inv_len = rows.inv_lengths(tdt)
-        forward = _compile(_flex_classifier) if compile else _flex_classifier
-        return step(m, lambda: forward(m, xf, block_mask, row_item, inv_len, rows.batch)), loss_of, m
+        forward = _flex_classifier
+        if compile:
+            forward = _compiled(("flex classifier", *config), lambda: _flex_classifier, _flex_dynamic(device))
+        return step(m, lambda: forward(m, xf, block_mask, row_item, inv_len)), loss_of, m
 
     _add(peers, skipped, "padded eager", build_padded, device)
     _add(peers, skipped, "NJT eager", build_njt, device)
