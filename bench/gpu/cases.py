@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from inputs import encoder_weights, weight
 
 from ragged_mlir import RaggedArray
 from ragged_mlir.builders import Program, attention, ragged, tensor
@@ -113,16 +114,19 @@ def encoder_program(d=D, heads=HEADS, ff=FF, dtype="f32", batch=None, name="enco
     return prog
 
 
-def attention_program(heads=HEADS, hd=HD, dtype="f32", name="w3_attention") -> Program:
-    prog = Program()
-
-    def body(q, k, v):
-        return attention(q, k, v, scale=hd**-0.5)
-
+def _one_function(name: str, specs: dict, body) -> Program:
+    """A program of one function ``name``, its parameters typed by ``specs``."""
     body.__name__ = name
-    spec = ragged(None, "L", heads, hd, dtype=dtype)
-    prog.func(q=spec, k=spec, v=spec)(body)
+    prog = Program()
+    prog.func(**specs)(body)
     return prog
+
+
+def attention_program(heads=HEADS, hd=HD, dtype="f32", name="w3_attention") -> Program:
+    spec = ragged(None, "L", heads, hd, dtype=dtype)
+    return _one_function(
+        name, {"q": spec, "k": spec, "v": spec}, lambda q, k, v: attention(q, k, v, scale=hd**-0.5)
+    )
 
 
 def attention_grad_text(name: str, dtype: str, causal: bool) -> str:
@@ -166,11 +170,7 @@ def _token_program(case: str, dtype: str) -> Program:
         "attention": (att, lambda q, k, v: attention(q, k, v, scale=HD**-0.5)),
         "attention_causal": (att, lambda q, k, v: attention(q, k, v, scale=HD**-0.5, causal=True)),
     }
-    specs, body = bodies[case]
-    body.__name__ = case
-    prog = Program()
-    prog.func(**specs)(body)
-    return prog
+    return _one_function(case, *bodies[case])
 
 
 def _image_program(case: str, dtype: str) -> Program:
@@ -182,11 +182,7 @@ def _image_program(case: str, dtype: str) -> Program:
         "max_pool": (img, lambda x: x.max_pool2d(2)),
         "avg_pool": (img, lambda x: x.avg_pool2d(3, stride=1, padding=1)),
     }
-    specs, body = bodies[case]
-    body.__name__ = case
-    prog = Program()
-    prog.func(**specs)(body)
-    return prog
+    return _one_function(case, *bodies[case])
 
 
 # --------------------------------------------------------------------------
@@ -318,12 +314,6 @@ def _packed(draw, lengths, trailing, lo=-1.0, hi=1.0):
     return RaggedArray(values, [o]), [_up(values[o[b] : o[b + 1]]) for b in range(len(lengths))]
 
 
-def _weight(draw, shape, fan_in):
-    """Uniform with the variance of a standard normal over ``fan_in``."""
-    bound = math.sqrt(3.0 / fan_in)
-    return draw(shape, -bound, bound)
-
-
 def _token_make(case: str):
     def make(lengths, draw):
         if case.startswith("attention"):
@@ -355,7 +345,7 @@ def _token_make(case: str):
         if case == "softmax":
             return [x], [ragged_ref([ref_softmax(it, 0) for it in xs])]
         if case == "matmul":
-            w = _weight(draw, (D, N_OUT), D)
+            w = weight(draw, (D, N_OUT), D)
             return [x, w], [ragged_ref([it @ _up(w) for it in xs], N_OUT)]
         if case == "layer_norm":
             g, b = draw((D,), 0.5, 1.5), draw((D,), -0.5, 0.5)
@@ -365,22 +355,9 @@ def _token_make(case: str):
     return make
 
 
-def encoder_weights(draw, layers=1, d=D, ff=FF):
-    """Per layer [wq, wk, wv, wo, g1, b1, w1, w2, g2, b2], scaled so that
-    activations stay of order one."""
-    out = []
-    for _ in range(layers):
-        ws = [_weight(draw, (d, d), d) for _ in range(4)]
-        g1, b1 = draw((d,), 0.5, 1.5), draw((d,), -0.1, 0.1)
-        w1, w2 = _weight(draw, (d, ff), d), _weight(draw, (ff, d), ff)
-        g2, b2 = draw((d,), 0.5, 1.5), draw((d,), -0.1, 0.1)
-        out.append([*ws, g1, b1, w1, w2, g2, b2])
-    return out
-
-
 def _encoder_make(lengths, draw):
     x, xs = _packed(draw, lengths, (D,))
-    (params,) = encoder_weights(draw)
+    (params,) = encoder_weights(draw, 1, D, FF)
     refs = [ref_encoder(it, *map(_up, params)) for it in xs]
     pooled = np.stack([r[1] for r in refs]) if refs else np.zeros((0, D))
     return [x, *params], [RaggedArray.from_list([r[0] for r in refs], F64, (D,)), pooled]
@@ -395,11 +372,11 @@ def _image_make(case: str):
         imgs = [_up(values[rows[i] : rows[i + 1]]).reshape(a, b, CIN) for i, (a, b) in enumerate(sizes)]
         args = [RaggedArray(values, [h, w], layout=((0,), (1,)))]
         if case.startswith("conv2d"):
-            weight = _weight(draw, (3, 3, CIN, COUT), 9 * CIN)
+            kernel = weight(draw, (3, 3, CIN, COUT), 9 * CIN)
             bias = draw((COUT,), -0.5, 0.5)
             stride = 2 if case.endswith("s2") else 1
-            ref = [ref_conv2d(i, _up(weight), _up(bias), stride, 1) for i in imgs]
-            args += [weight, bias]
+            ref = [ref_conv2d(i, _up(kernel), _up(bias), stride, 1) for i in imgs]
+            args += [kernel, bias]
         elif case == "max_pool":
             ref = [ref_pool(i, "max", 2, 2, 0) for i in imgs]
         else:
@@ -469,8 +446,8 @@ def tolerance(case: str, dtype: str) -> tuple[float, float]:
 
 
 def all_cases(seed: int = 0, quick: bool = False, dtypes=("f32", "f16"), only=None) -> list[Case]:
-    """Every numerics case; ``quick``: the edge-case batches alone and one
-    case per family group (for the CPU smoke test)."""
+    """Every numerics case in ``dtypes`` (``only``: these f32 names and
+    their f16 twins); ``quick``: the edge-case batches alone."""
     tokens = token_sets(seed, quick)
     out = []
     for dtype in dtypes:

@@ -52,13 +52,36 @@ class Draws:
         return a
 
     def spec_of(self, array: np.ndarray) -> dict | None:
-        """How ``array`` was drawn, if it is one of ours (the same buffer)."""
+        """How to draw ``array`` again, if it holds the values of one of our
+        draws or of its transpose (torch hands a compiled graph copies of
+        its parameters, and a backward some of them transposed)."""
         for a, spec in self.specs:
-            if a is array or (
-                a.shape == array.shape and a.dtype == array.dtype and np.shares_memory(a, array)
-            ):
+            if a.dtype != array.dtype or a.size != array.size:
+                continue
+            if a.shape == array.shape and np.array_equal(a, array):
                 return spec
+            if a.ndim == 2 and a.T.shape == array.shape and np.array_equal(a.T, array):
+                return {**spec, "transpose": True}
         return None
+
+
+def weight(draw: Draws, shape, fan_in: int) -> np.ndarray:
+    """Uniform with the variance of a standard normal over ``fan_in``."""
+    bound = math.sqrt(3.0 / fan_in)
+    return draw(shape, -bound, bound)
+
+
+def encoder_weights(draw: Draws, layers: int, d: int, ff: int) -> list[list[np.ndarray]]:
+    """Per layer of a post-LN encoder, [wq, wk, wv, wo, g1, b1, w1, w2, g2,
+    b2], scaled so that activations stay of order one."""
+    out = []
+    for _ in range(layers):
+        ws = [weight(draw, (d, d), d) for _ in range(4)]
+        g1, b1 = draw((d,), 0.5, 1.5), draw((d,), -0.1, 0.1)
+        w1, w2 = weight(draw, (d, ff), d), weight(draw, (ff, d), ff)
+        g2, b2 = draw((d,), 0.5, 1.5), draw((d,), -0.1, 0.1)
+        out.append([*ws, g1, b1, w1, w2, g2, b2])
+    return out
 
 
 def draw(spec: dict) -> np.ndarray:

@@ -27,6 +27,7 @@ import json
 import platform
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -82,13 +83,16 @@ def _stored(ref: np.ndarray) -> np.ndarray:
     return ref.astype(np.float32) if ref.dtype == np.float64 else ref
 
 
-def compile_for(program, targets: list[str], name: str, out: Path, log) -> tuple[dict, dict, dict]:
-    """(paths per target, the signature, errors per target) of ``program``."""
+def compile_for(
+    program, targets: list[str], name: str, out: Path, log, options: CompileOptions | None = None
+) -> tuple[dict, dict, dict]:
+    """(paths per target, the signature, errors per target) of ``program``,
+    compiled with ``options`` (the defaults) for each target."""
     paths, errors, signature = {}, {}, None
     for target in targets:
         t0 = time.perf_counter()
         try:
-            module = ragged_mlir.compile(program, options=CompileOptions(target=target))
+            module = ragged_mlir.compile(program, options=replace(options or CompileOptions(), target=target))
         except Exception as e:  # noqa: BLE001 - one target's failure is a result
             errors[target] = _first_line(e)
             log(f"  {name} [{target}]: compile ERROR {errors[target]}")
@@ -125,9 +129,7 @@ def prepare_numerics(case: cases.Case, targets, out: Path, seed: int, log) -> di
     }
     if sigs is None:
         return rec
-    sig = sigs[case.function]
-    rec["written"] = sorted(sig.get("written", ()))
-    rec["results"] = result_layout(sig)
+    rec["results"] = result_layout(sigs[case.function])
     np_dtype = np.float16 if case.dtype == "f16" else np.float32
     for i, (batch, shape) in enumerate(case.sets.items()):
         draw = Draws(seed * 1_000_000 + 10_000 * i, np_dtype)
@@ -208,8 +210,6 @@ def capture_training_step(lengths, layers: int, draw: Draws) -> list[dict]:
     graph (forward, backward), the ragged IR the backend handed to
     ``ragged_mlir.compile``, its compile options, and the flat arguments
     and results of its call."""
-    import dataclasses
-
     import torch
     import torch.nn.functional as F
     from train_step import CLASSES, Classifier
@@ -267,7 +267,7 @@ def capture_training_step(lengths, layers: int, draw: Draws) -> list[dict]:
     finally:
         ragged_mlir.compile = compile_original
     for g in graphs:
-        g["options"] = dataclasses.replace(
+        g["options"] = replace(
             g["options"], cpu=None, cpu_kernels=None, iree_flags=(), keep_intermediates=False, work_dir=None
         )
     return graphs
@@ -310,25 +310,9 @@ def prepare_training(targets, out: Path, seed: int, quick: bool, log) -> tuple[l
     )
     earlier: list[tuple[str, int, np.ndarray]] = []  # the forward's results: the backward's saved tensors
     for name, g in zip(names, graphs, strict=True):
-        paths, errors = {}, {}
-        for target in targets:
-            t0 = time.perf_counter()
-            try:
-                import dataclasses
-
-                module = ragged_mlir.compile(
-                    g["text"], options=dataclasses.replace(g["options"], target=target)
-                )
-            except Exception as e:  # noqa: BLE001
-                errors[target] = _first_line(e)
-                log(f"  {name} [{target}]: compile ERROR {errors[target]}")
-                continue
-            (out / target).mkdir(exist_ok=True)
-            paths[target] = f"{target}/{name}.vmfb"
-            (out / paths[target]).write_bytes(module.vmfb)
-            log(f"  {name} [{target}]: {len(module.vmfb) / 1024:.0f} KiB in {time.perf_counter() - t0:.1f} s")
+        paths, _, errors = compile_for(g["text"], targets, name, out, log, g["options"])
         (flat_in, flat_out) = g["calls"][0]
-        specs = [_drawn(draw, a) or _earlier_output(earlier, a) for a in flat_in]
+        specs = [draw.spec_of(a) or _earlier_output(earlier, a) for a in flat_in]
         stored = {f"in_{j}": a for j, (a, sp) in enumerate(zip(flat_in, specs, strict=True)) if sp is None}
         rel = f"data/{name}.npz"
         np.savez_compressed(out / rel, **stored, **{f"ref_{j}": _stored(a) for j, a in enumerate(flat_out)})
@@ -364,20 +348,6 @@ def _earlier_output(earlier, a: np.ndarray) -> dict | None:
     for rel, j, b in earlier:
         if b.dtype == a.dtype and b.shape == a.shape and np.array_equal(_stored(b), a):
             return {"data": rel, "key": f"ref_{j}"}
-    return None
-
-
-def _drawn(draw: Draws, a: np.ndarray) -> dict | None:
-    """The spec of the draw whose values ``a`` holds, or whose transpose
-    (torch hands the backend copies of its parameters, and the backward
-    some of them transposed), if any."""
-    for d, spec in draw.specs:
-        if d.dtype != a.dtype or d.size != a.size:
-            continue
-        if d.shape == a.shape and np.array_equal(d, a):
-            return spec
-        if d.ndim == 2 and d.T.shape == a.shape and np.array_equal(d.T, a):
-            return {**spec, "transpose": True}
     return None
 
 

@@ -41,7 +41,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from inputs import draw, uniform  # noqa: E402
+from inputs import Draws, draw, encoder_weights, uniform  # noqa: E402
 
 #: The IREE runtime driver of each compiler target.
 DRIVERS = {
@@ -270,21 +270,8 @@ def workload_inputs(w: dict, lengths: np.ndarray, dtype, seed: int):
         q, k = (uniform(seed + i, (n, h, hd), -2, 2, dtype) for i in range(2))
         v = uniform(seed + 2, (n, h, hd), -1, 1, dtype)
         return [q, offsets, k, offsets, v, offsets], {"q": q, "k": k, "v": v, "offsets": offsets}
-    d, ff = w["d_model"], w["ff"]
-    x = uniform(seed, (n, d), -1, 1, dtype)
-    layers, s = [], seed + 1
-    for _ in range(w["layers"]):
-        params = []
-        for shape, fan in (
-            [((d, d), d)] * 4 + [((d,), None)] * 2 + [((d, ff), d), ((ff, d), ff)] + [((d,), None)] * 2
-        ):
-            if fan is None:  # gamma, then beta
-                lo, hi = (0.5, 1.5) if len(params) in (4, 8) else (-0.1, 0.1)
-            else:
-                lo, hi = -math.sqrt(3 / fan), math.sqrt(3 / fan)
-            params.append(uniform(s, shape, lo, hi, dtype))
-            s += 1
-        layers.append(params)
+    x = uniform(seed, (n, w["d_model"]), -1, 1, dtype)
+    layers = encoder_weights(Draws(seed + 1, dtype), w["layers"], w["d_model"], w["ff"])
     flat = [x, offsets] + [p for layer in layers for p in layer]
     return flat, {"x": x, "offsets": offsets, "layers": layers}
 
@@ -292,51 +279,33 @@ def workload_inputs(w: dict, lengths: np.ndarray, dtype, seed: int):
 def run_workload_batch(w, batch, target, dev, fn, peers_mod, torch_device, peak, deadline) -> dict:
     lengths = np.asarray(batch["lengths"], np.int64)
     dtype = np.float16 if w["dtype"] == "f16" else np.float32
-    rec = {
-        "workload": w["name"],
-        "target": target,
-        "dataset": batch["dataset"],
-        "B": int(batch["B"]),
-        "tokens": int(lengths.sum()),
-        "util": float(lengths.sum() / max(1, len(lengths) * lengths.max())),
-        "flops": workload_flops(w, lengths),
-    }
+    rec = _batch_record(w, target, batch["dataset"], lengths)
     flat, peer_in = workload_inputs(w, lengths, dtype, seed=1000 * int(batch["B"]) + len(batch["dataset"]))
     dev_args = [dev.upload(a) for a in flat]
-    fns = {"ragged-mlir": lambda: fn(*dev_args)}
-    peers, skipped = [], {}
-    if peers_mod is not None and time.monotonic() < deadline - 30:
-        compile_peers = time.monotonic() < deadline - 90
-        try:
-            if w["workload"] == "w3":
-                peers, skipped = peers_mod.attention_peers(
-                    peer_in["q"],
-                    peer_in["k"],
-                    peer_in["v"],
-                    peer_in["offsets"],
-                    scale=w["head_dim"] ** -0.5,
-                    dtype=w["dtype"],
-                    device=torch_device,
-                    compile=compile_peers,
-                )
-            else:
-                peers, skipped = peers_mod.encoder_peers(
-                    peer_in["x"],
-                    peer_in["offsets"],
-                    peer_in["layers"],
-                    heads=w["heads"],
-                    dtype=w["dtype"],
-                    device=torch_device,
-                    compile=compile_peers,
-                )
-        except Exception as e:  # noqa: BLE001
-            skipped["peers"] = first_line(e)
-        if not compile_peers:
-            skipped["compiled peers"] = "not enough time left to compile them"
-    fns.update({p.name: p.run for p in peers})
-    sync = (lambda: peers_mod.sync(torch_device)) if peers_mod is not None else (lambda: None)
-    _timed_record(rec, timeit(fns, sync), peak)
-    rec["skipped"] = skipped
+
+    def make_peers(compile_peers):
+        if w["workload"] == "w3":
+            return peers_mod.attention_peers(
+                peer_in["q"],
+                peer_in["k"],
+                peer_in["v"],
+                peer_in["offsets"],
+                scale=w["head_dim"] ** -0.5,
+                dtype=w["dtype"],
+                device=torch_device,
+                compile=compile_peers,
+            )
+        return peers_mod.encoder_peers(
+            peer_in["x"],
+            peer_in["offsets"],
+            peer_in["layers"],
+            heads=w["heads"],
+            dtype=w["dtype"],
+            device=torch_device,
+            compile=compile_peers,
+        )
+
+    peers = _time_with_peers(rec, lambda: fn(*dev_args), make_peers, peers_mod, torch_device, peak, deadline)
     # Agreement with the first peer that computes the real result.
     out = to_host(fn(*dev_args))[0].astype(np.float64)
     for p in peers:
@@ -356,15 +325,7 @@ def run_training(w, target, dev, folder, peers_mod, torch_device, peak, deadline
     the arguments recorded on the CPU machine, against the peers' forward,
     loss and backward of the same model."""
     lengths = np.asarray(w["lengths"], np.int64)
-    rec = {
-        "workload": w["name"],
-        "target": target,
-        "dataset": "mnli",
-        "B": len(lengths),
-        "tokens": int(lengths.sum()),
-        "util": float(lengths.sum() / (len(lengths) * lengths.max())),
-        "flops": workload_flops(w, lengths),
-    }
+    rec = _batch_record(w, target, "mnli", lengths)
     calls, contexts = [], []
     for graph, path in zip(w["graphs"], w["vmfb"][target], strict=True):
         ctx, fn = dev.load(folder / path, "main")
@@ -373,29 +334,57 @@ def run_training(w, target, dev, folder, peers_mod, torch_device, peak, deadline
         dev_args = [dev.upload(a) for a in args]
         contexts.append(ctx)
         calls.append((fn, dev_args))
-    fns = {"ragged-mlir": lambda: [fn(*a) for fn, a in calls]}
+
+    def make_peers(compile_peers):
+        return peers_mod.training_peers(
+            lengths,
+            d_model=w["d_model"],
+            heads=w["heads"],
+            ff=w["ff"],
+            layers=w["layers"],
+            classes=3,
+            dtype=w["dtype"],
+            device=torch_device,
+            compile=compile_peers,
+        )
+
+    _time_with_peers(
+        rec, lambda: [fn(*a) for fn, a in calls], make_peers, peers_mod, torch_device, peak, deadline
+    )
+    del contexts  # the modules' contexts, alive while they ran
+    return rec
+
+
+def _batch_record(w: dict, target: str, dataset: str, lengths: np.ndarray) -> dict:
+    return {
+        "workload": w["name"],
+        "target": target,
+        "dataset": dataset,
+        "B": len(lengths),
+        "tokens": int(lengths.sum()),
+        "util": float(lengths.sum() / max(1, len(lengths) * lengths.max())),
+        "flops": workload_flops(w, lengths),
+    }
+
+
+def _time_with_peers(rec, ours, make_peers, peers_mod, torch_device, peak, deadline) -> list:
+    """Times ``ours`` (ragged-mlir) against the peers ``make_peers(compile)``
+    builds, where there is time left for them (and for compiled ones),
+    into ``rec``; returns the peers."""
     peers, skipped = [], {}
     if peers_mod is not None and time.monotonic() < deadline - 30:
         compile_peers = time.monotonic() < deadline - 90
         try:
-            peers, skipped = peers_mod.training_peers(
-                lengths,
-                d_model=w["d_model"],
-                heads=w["heads"],
-                ff=w["ff"],
-                layers=w["layers"],
-                classes=3,
-                dtype=w["dtype"],
-                device=torch_device,
-                compile=compile_peers,
-            )
+            peers, skipped = make_peers(compile_peers)
         except Exception as e:  # noqa: BLE001
             skipped["peers"] = first_line(e)
-    fns.update({p.name: p.run for p in peers})
+        if not compile_peers:
+            skipped["compiled peers"] = "not enough time left to compile them"
+    fns = {"ragged-mlir": ours, **{p.name: p.run for p in peers}}
     sync = (lambda: peers_mod.sync(torch_device)) if peers_mod is not None else (lambda: None)
     _timed_record(rec, timeit(fns, sync), peak)
     rec["skipped"] = skipped
-    return rec
+    return peers
 
 
 def _timed_record(rec: dict, times: dict, peak: float | None) -> None:
