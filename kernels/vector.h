@@ -27,7 +27,7 @@ typedef uint32_t vu __attribute__((vector_size(RK_VL * 4)));
 
 static inline vf load(const float *p) { return *(const vf_u *)p; }
 static inline void store(float *p, vf x) { *(vf_u *)p = x; }
-static inline vf splat(float x) { return (vf){0} + x; }
+static inline vf splat(float x) { return x - (vf){0}; }
 
 static inline vf vmax(vf a, vf b) { return __builtin_elementwise_max(a, b); }
 
