@@ -84,15 +84,25 @@ def _stored(ref: np.ndarray) -> np.ndarray:
 
 
 def compile_for(
-    program, targets: list[str], name: str, out: Path, log, options: CompileOptions | None = None
+    program,
+    targets: list[str],
+    name: str,
+    out: Path,
+    log,
+    options: CompileOptions | None = None,
+    cpu_flags: tuple[str, ...] = (),
 ) -> tuple[dict, dict, dict]:
     """(paths per target, the signature, errors per target) of ``program``,
-    compiled with ``options`` (the defaults) for each target."""
+    compiled with ``options`` (the defaults) for each target, with
+    ``cpu_flags`` added for llvm-cpu."""
     paths, errors, signature = {}, {}, None
     for target in targets:
         t0 = time.perf_counter()
+        options_ = replace(options or CompileOptions(), target=target)
+        if target == "llvm-cpu":
+            options_ = replace(options_, iree_flags=[*options_.iree_flags, *cpu_flags])
         try:
-            module = ragged_mlir.compile(program, options=replace(options or CompileOptions(), target=target))
+            module = ragged_mlir.compile(program, options=options_)
         except Exception as e:  # noqa: BLE001 - one target's failure is a result
             errors[target] = _first_line(e)
             log(f"  {name} [{target}]: compile ERROR {errors[target]}")
@@ -266,7 +276,10 @@ def capture_training_step(lengths, layers: int, draw: Draws) -> list[dict]:
         loss.backward()
     finally:
         ragged_mlir.compile = compile_original
+    # The backend's flags are for llvm-cpu (a training graph keeps IREE from
+    # fusing multi-use producers there, which its AVX2 codegen refuses).
     for g in graphs:
+        g["cpu_flags"] = tuple(g["options"].iree_flags)
         g["options"] = replace(
             g["options"], cpu=None, cpu_kernels=None, iree_flags=(), keep_intermediates=False, work_dir=None
         )
@@ -310,7 +323,7 @@ def prepare_training(targets, out: Path, seed: int, quick: bool, log) -> tuple[l
     )
     earlier: list[tuple[str, int, np.ndarray]] = []  # the forward's results: the backward's saved tensors
     for name, g in zip(names, graphs, strict=True):
-        paths, _, errors = compile_for(g["text"], targets, name, out, log, g["options"])
+        paths, _, errors = compile_for(g["text"], targets, name, out, log, g["options"], g["cpu_flags"])
         (flat_in, flat_out) = g["calls"][0]
         specs = [draw.spec_of(a) or _earlier_output(earlier, a) for a in flat_in]
         stored = {f"in_{j}": a for j, (a, sp) in enumerate(zip(flat_in, specs, strict=True)) if sp is None}
