@@ -78,14 +78,16 @@ void populateRaggedComputeToLinalgPatterns(
 void populateRaggedAttentionToIreePatterns(
     RewritePatternSet &patterns, int64_t scoresMaxRows = kDefaultScoresMaxRows);
 
-/// Patterns expanding f64 `math.tanh` and `math.erf` into f64 `exp`, `log`
-/// and arithmetic, to a few ulps (`ragged-expand-math`).
-/// ragged.attention (f32, [rows, H, d], static d <= 256) as dispatches of
-/// the CPU kernel library's attention (ragged-cpu-kernels).
+/// The ragged ops the CPU kernel library serves (attention and its gradient,
+/// segment softmax and reductions, convolution, pooling) as dispatches of
+/// its kernels (ragged-cpu-kernels).
 void populateCpuKernelsPatterns(RewritePatternSet &patterns);
 /// Adds the kernel library's `stream.executable`, linking the object
 /// `ragged_kernels_<isa>.o`, to `module` where a dispatch uses it.
 void addKernelExecutable(ModuleOp module, StringRef isa);
+
+/// Patterns expanding f64 `math.tanh` and `math.erf` into f64 `exp`, `log`
+/// and arithmetic, to a few ulps (`ragged-expand-math`).
 void populateExpandF64MathPatterns(RewritePatternSet &patterns);
 
 /// Patterns reading an element of an `expand_shape` or `extract_slice`
