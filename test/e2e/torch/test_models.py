@@ -593,8 +593,9 @@ def test_dense_attention_trains_through_the_compiler(case):
         reference = gradients(lambda *a: _masked_row_loss(*a, ref_kwargs, d, row=(1, 2)), torch.float64)
     else:
         # The reference's additive mask in fp64 too: torch 2.13's CPU SDPA
-        # on fp64 inputs with an f32 mask is wrong on AVX2 hosts (AMD EPYC,
-        # Zen 3: a loss of 135.1 where the softmax written out gives 93.4).
+        # on fp64 inputs with an f32 mask was wrong on an AVX2 host (AMD
+        # EPYC, Zen 3: a loss of 135.1 where the softmax written out gives
+        # 93.4).
         mask = kwargs.get("attn_mask")
         if mask is not None and mask.is_floating_point():
             kwargs["attn_mask"] = mask.double()
